@@ -1,0 +1,218 @@
+"""Typed configuration schemas, registered in Hydra's ConfigStore.
+
+Every YAML file in ``configs/`` is validated against these dataclasses, so a typo in an
+override (``trainer.max_epoch=3``) is an error instead of a silent no-op. Modules never read
+these objects directly; only the builders and the entry points do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class PhrasebookConfig:
+    """Sizes and seed of the built-in English→French corpus."""
+
+    train_size: int = 20000
+    validation_size: int = 500
+    test_size: int = 500
+    seed: int = 1234
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel corpus comes from and how it is batched."""
+
+    name: str = "phrasebook"  # phrasebook | multi30k | local
+    hub_id: Optional[str] = None  # e.g. bentrevett/multi30k
+    local_dir: Optional[str] = None
+    src_lang: str = "en"
+    tgt_lang: str = "fr"
+    max_len: int = 100  # pairs with more pieces on either side are filtered (and counted)
+    batch_tokens: int = 4096  # padded tokens per batch, max(source, target) side
+    cache_dir: str = "data/cache"  # prepared corpora and tokenizers, keyed by content hash
+    phrasebook: PhrasebookConfig = field(default_factory=PhrasebookConfig)
+
+
+@dataclass
+class TokenizerConfig:
+    """SentencePiece settings."""
+
+    vocab_size: int = 8000
+    model_type: str = "unigram"  # unigram | bpe
+    joint: bool = True  # one model for both sides, or one per side
+    character_coverage: float = 1.0
+
+
+@dataclass
+class AttentionConfig:
+    """Attention type and the decoder style it classically pairs with."""
+
+    type: str = "bahdanau"  # bahdanau | luong_dot | luong_general | luong_concat | multihead | none
+    style: str = "bahdanau"  # default decoder style for this attention: bahdanau | luong
+    dim: Optional[int] = None  # hidden size of the additive / concat scorer (default: decoder)
+    heads: int = 4  # multihead only
+
+
+@dataclass
+class EncoderConfig:
+    hidden_size: int = 256  # per direction
+    layers: int = 2
+    dropout: float = 0.2  # between GRU layers
+
+
+@dataclass
+class DecoderConfig:
+    style: Optional[str] = None  # None: the attention's classic style
+    hidden_size: int = 512
+    layers: int = 1
+    input_feeding: bool = True  # Luong style only
+    dropout: float = 0.2  # on the output layer's input
+
+
+@dataclass
+class ModelConfig:
+    emb_dim: int = 256
+    emb_dropout: float = 0.2
+    word_dropout: float = 0.0  # probability of replacing a whole input token by UNK
+    bridge: str = "bridge"  # bridge | zero
+    tie_embeddings: bool = False
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    decoder: DecoderConfig = field(default_factory=DecoderConfig)
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+
+
+@dataclass
+class OptimConfig:
+    name: str = "adam"  # adam | adamw
+    lr: float = 1e-3
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 0.0
+
+
+@dataclass
+class SchedulerConfig:
+    name: str = "plateau"  # plateau | constant | warmup
+    factor: float = 0.5  # plateau: multiply the lr by this
+    patience: int = 2  # plateau: validations without improvement
+    min_lr: float = 1e-5
+    warmup_steps: int = 0  # warm-up (linear) before the schedule; `warmup`: then 1/sqrt decay
+
+
+@dataclass
+class DecodeConfig:
+    beam_size: int = 1  # 1 = greedy
+    length_penalty: float = 1.0  # GNMT alpha
+    max_len_a: float = 1.5  # maximum output length a * |src| + b
+    max_len_b: int = 10
+    n_best: int = 1
+
+
+@dataclass
+class SamplingConfig:
+    """Scheduled sampling: decay of the teacher-forcing ratio with the step."""
+
+    schedule: str = "none"  # none | linear | exponential | inverse_sigmoid
+    k: float = 1000.0  # linear: steps to reach min_ratio; exponential: base**(step/k); inv. sigmoid: k
+    min_ratio: float = 0.75  # lowest teacher-forcing ratio
+
+
+@dataclass
+class TrainerConfig:
+    seed: int = 42
+    device: str = "auto"  # auto | cpu | cuda
+    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
+    threads: Optional[int] = None  # torch CPU threads; None leaves torch's default
+    max_epochs: int = 20
+    max_steps: Optional[int] = None
+    max_minutes: Optional[float] = None  # wall-clock budget for training
+    label_smoothing: float = 0.1
+    clip_grad_norm: Optional[float] = 5.0
+    accumulate: int = 1
+    log_every: int = 50
+    valid_every: Optional[int] = None  # steps; validation also runs at every epoch end
+    valid_max_sentences: Optional[int] = None  # decode only the first N validation pairs
+    early_stopping_metric: str = "bleu"  # bleu | chrf | loss
+    patience: Optional[int] = None  # validations without improvement before stopping
+    nonfinite: str = "skip"  # skip | stop
+    alignment_samples: int = 4  # validation sentences rendered as heatmaps
+    resume: bool = False
+    resume_from: Optional[str] = None
+    teacher_forcing: SamplingConfig = field(default_factory=SamplingConfig)
+    progress: bool = True
+
+
+@dataclass
+class PrepareConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+
+
+@dataclass
+class TrainConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    evaluate_test: bool = True  # score the best checkpoint on the test split at the end
+
+
+@dataclass
+class EvaluateConfig:
+    checkpoint: str = MISSING
+    split: str = "test"
+    beam_size: Optional[int] = None  # None: the checkpoint's decode settings
+    length_penalty: Optional[float] = None
+    batch_tokens: Optional[int] = None
+    lowercase: bool = False  # also report lowercased BLEU (older papers)
+    alignment: bool = False  # report AER when the corpus has gold alignments
+    device: str = "auto"
+    data: Optional[Any] = None  # a DataConfig overriding the checkpoint's corpus
+
+
+@dataclass
+class TranslateConfig:
+    checkpoint: str = MISSING
+    input: Optional[str] = None  # a file; stdin when unset
+    output: Optional[str] = None  # a file; stdout when unset
+    beam_size: Optional[int] = None
+    length_penalty: Optional[float] = None
+    max_input_pieces: int = 250  # longer lines are truncated, with a warning
+    device: str = "auto"
+
+
+@dataclass
+class AlignConfig:
+    checkpoint: str = MISSING
+    text: Optional[str] = None
+    reference: Optional[str] = None  # force-decode this translation instead of searching
+    split: Optional[str] = None
+    index: list[int] = field(default_factory=lambda: [0])
+    format: str = "png"  # png | html | terminal | pharaoh | json | npy
+    merge_subwords: bool = False
+    threshold: Optional[float] = None  # pharaoh: all links with weight >= threshold
+    output: Optional[str] = None  # file or folder; default under the run directory
+    beam_size: Optional[int] = None
+    device: str = "cpu"
+
+
+SCHEMAS: dict[str, type] = {
+    "prepare_schema": PrepareConfig,
+    "train_schema": TrainConfig,
+    "evaluate_schema": EvaluateConfig,
+    "translate_schema": TranslateConfig,
+    "align_schema": AlignConfig,
+}
+def register_configs() -> None:
+    """Register the top-level schemas; primary configs name them first in their defaults."""
+    store = ConfigStore.instance()
+    for name, schema in SCHEMAS.items():
+        store.store(name=name, node=schema)

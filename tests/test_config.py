@@ -1,0 +1,82 @@
+"""Every config group and experiment composes and validates against the schemas."""
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from seq2seq.config import register_configs
+from seq2seq.paths import CONFIG_DIR
+
+register_configs()
+
+
+def _options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def _compose(name: str, overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
+
+
+@pytest.mark.parametrize("app", ["prepare", "train"])
+def test_primary_configs_compose(app):
+    cfg = _compose(app, [])
+    assert cfg.data.name == "phrasebook"
+    OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+
+
+@pytest.mark.parametrize("app", ["evaluate", "translate", "align"])
+def test_checkpoint_apps_compose(app):
+    cfg = _compose(app, ["checkpoint=x.pt"])
+    assert cfg.checkpoint == "x.pt"
+
+
+@pytest.mark.parametrize(
+    "group,option",
+    [
+        (group, option)
+        for group in ["data", "tokenizer", "model", "optim", "scheduler", "trainer", "decode"]
+        for option in _options(group)
+    ]
+    + [("model/attention", option) for option in _options("model/attention")],
+)
+def test_every_group_option_composes(group, option):
+    overrides = [f"{group}={option}"]
+    if option == "local":
+        overrides += ["data.local_dir=/tmp", "data.src_lang=de", "data.tgt_lang=en"]
+    cfg = _compose("train", overrides)
+    OmegaConf.to_container(cfg, resolve=True)
+    if group == "model/attention":
+        assert cfg.model.attention.type == option
+
+
+@pytest.mark.parametrize("experiment", _options("experiment"))
+def test_every_experiment_composes(experiment):
+    cfg = _compose("train", [f"experiment={experiment}"])
+    OmegaConf.to_container(cfg, resolve=True)
+
+
+def test_experiment_sets_language_pair():
+    cfg = _compose("train", ["experiment=multi30k_en_fr"])
+    assert (cfg.data.name, cfg.data.src_lang, cfg.data.tgt_lang) == ("multi30k", "en", "fr")
+
+
+@pytest.mark.parametrize(
+    "override", ["trainer.max_epoch=3", "model.encoder.hiden_size=3", "data.batch_tokens=many"]
+)
+def test_typo_or_bad_type_in_override_fails(override):
+    with pytest.raises(ConfigCompositionException):
+        _compose("train", [override])
+
+
+def test_unknown_group_option_fails():
+    with pytest.raises(ConfigCompositionException, match="luong_dott"):
+        _compose("train", ["model/attention=luong_dott"])
+
+
+def test_config_dir_is_the_repositorys():
+    assert CONFIG_DIR == Path(__file__).resolve().parent.parent / "configs"
