@@ -1,14 +1,14 @@
 """Typed configuration schemas, registered in Hydra's ConfigStore.
 
-Every YAML file in ``configs/`` is validated against these dataclasses, so a typo in an
-override (``trainer.max_epoch=3``) is an error instead of a silent no-op. Modules never read
-these objects directly; only the builders and the entry points do.
+Every YAML file in ``configs/`` is validated against these dataclasses, so a typo in
+an override (``trainer.max_epoch=3``) is an error instead of a silent no-op. Modules
+never read these objects directly; only the builders and the entry points do.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -29,13 +29,15 @@ class DataConfig:
     """Where the parallel corpus comes from and how it is batched."""
 
     name: str = "phrasebook"  # phrasebook | multi30k | local
-    hub_id: Optional[str] = None  # e.g. bentrevett/multi30k
-    local_dir: Optional[str] = None
+    hub_id: str | None = None  # e.g. bentrevett/multi30k
+    local_dir: str | None = None
     src_lang: str = "en"
     tgt_lang: str = "fr"
-    max_len: int = 100  # pairs with more pieces on either side are filtered (and counted)
+    # pairs with more pieces on either side are filtered (and counted)
+    max_len: int = 100
     batch_tokens: int = 4096  # padded tokens per batch, max(source, target) side
-    cache_dir: str = "data/cache"  # prepared corpora and tokenizers, keyed by content hash
+    # prepared corpora and tokenizers, keyed by content hash
+    cache_dir: str = "data/cache"
     phrasebook: PhrasebookConfig = field(default_factory=PhrasebookConfig)
 
 
@@ -53,9 +55,12 @@ class TokenizerConfig:
 class AttentionConfig:
     """Attention type and the decoder style it classically pairs with."""
 
-    type: str = "bahdanau"  # bahdanau | luong_dot | luong_general | luong_concat | multihead | none
-    style: str = "bahdanau"  # default decoder style for this attention: bahdanau | luong
-    dim: Optional[int] = None  # hidden size of the additive / concat scorer (default: decoder)
+    # bahdanau | luong_dot | luong_general | luong_concat | multihead | none
+    type: str = "bahdanau"
+    # default decoder style for this attention: bahdanau | luong
+    style: str = "bahdanau"
+    # hidden size of the additive / concat scorer (default: decoder)
+    dim: int | None = None
     heads: int = 4  # multihead only
 
 
@@ -68,7 +73,7 @@ class EncoderConfig:
 
 @dataclass
 class DecoderConfig:
-    style: Optional[str] = None  # None: the attention's classic style
+    style: str | None = None  # None: the attention's classic style
     hidden_size: int = 512
     layers: int = 1
     input_feeding: bool = True  # Luong style only
@@ -101,7 +106,8 @@ class SchedulerConfig:
     factor: float = 0.5  # plateau: multiply the lr by this
     patience: int = 2  # plateau: validations without improvement
     min_lr: float = 1e-5
-    warmup_steps: int = 0  # warm-up (linear) before the schedule; `warmup`: then 1/sqrt decay
+    # warm-up (linear) before the schedule; `warmup`: then 1/sqrt decay
+    warmup_steps: int = 0
 
 
 @dataclass
@@ -118,7 +124,8 @@ class SamplingConfig:
     """Scheduled sampling: decay of the teacher-forcing ratio with the step."""
 
     schedule: str = "none"  # none | linear | exponential | inverse_sigmoid
-    k: float = 1000.0  # linear: steps to reach min_ratio; exponential: base**(step/k); inv. sigmoid: k
+    # linear: steps to reach min_ratio; exponential: decay constant; inverse sigmoid: k
+    k: float = 1000.0
     min_ratio: float = 0.75  # lowest teacher-forcing ratio
 
 
@@ -127,22 +134,22 @@ class TrainerConfig:
     seed: int = 42
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
-    threads: Optional[int] = None  # torch CPU threads; None leaves torch's default
+    threads: int | None = None  # torch CPU threads; None leaves torch's default
     max_epochs: int = 20
-    max_steps: Optional[int] = None
-    max_minutes: Optional[float] = None  # wall-clock budget for training
+    max_steps: int | None = None
+    max_minutes: float | None = None  # wall-clock budget for training
     label_smoothing: float = 0.1
-    clip_grad_norm: Optional[float] = 5.0
+    clip_grad_norm: float | None = 5.0
     accumulate: int = 1
     log_every: int = 50
-    valid_every: Optional[int] = None  # steps; validation also runs at every epoch end
-    valid_max_sentences: Optional[int] = None  # decode only the first N validation pairs
+    valid_every: int | None = None  # steps; validation also runs at every epoch end
+    valid_max_sentences: int | None = None  # decode only the first N validation pairs
     early_stopping_metric: str = "bleu"  # bleu | chrf | loss
-    patience: Optional[int] = None  # validations without improvement before stopping
+    patience: int | None = None  # validations without improvement before stopping
     nonfinite: str = "skip"  # skip | stop
     alignment_samples: int = 4  # validation sentences rendered as heatmaps
     resume: bool = False
-    resume_from: Optional[str] = None
+    resume_from: str | None = None
     teacher_forcing: SamplingConfig = field(default_factory=SamplingConfig)
     progress: bool = True
 
@@ -169,22 +176,22 @@ class TrainConfig:
 class EvaluateConfig:
     checkpoint: str = MISSING
     split: str = "test"
-    beam_size: Optional[int] = None  # None: the checkpoint's decode settings
-    length_penalty: Optional[float] = None
-    batch_tokens: Optional[int] = None
+    beam_size: int | None = None  # None: the checkpoint's decode settings
+    length_penalty: float | None = None
+    batch_tokens: int | None = None
     lowercase: bool = False  # also report lowercased BLEU (older papers)
     alignment: bool = False  # report AER when the corpus has gold alignments
     device: str = "auto"
-    data: Optional[Any] = None  # a DataConfig overriding the checkpoint's corpus
+    data: Any | None = None  # a DataConfig overriding the checkpoint's corpus
 
 
 @dataclass
 class TranslateConfig:
     checkpoint: str = MISSING
-    input: Optional[str] = None  # a file; stdin when unset
-    output: Optional[str] = None  # a file; stdout when unset
-    beam_size: Optional[int] = None
-    length_penalty: Optional[float] = None
+    input: str | None = None  # a file; stdin when unset
+    output: str | None = None  # a file; stdout when unset
+    beam_size: int | None = None
+    length_penalty: float | None = None
     max_input_pieces: int = 250  # longer lines are truncated, with a warning
     device: str = "auto"
 
@@ -192,15 +199,15 @@ class TranslateConfig:
 @dataclass
 class AlignConfig:
     checkpoint: str = MISSING
-    text: Optional[str] = None
-    reference: Optional[str] = None  # force-decode this translation instead of searching
-    split: Optional[str] = None
+    text: str | None = None
+    reference: str | None = None  # force-decode this translation instead of searching
+    split: str | None = None
     index: list[int] = field(default_factory=lambda: [0])
     format: str = "png"  # png | html | terminal | pharaoh | json | npy
     merge_subwords: bool = False
-    threshold: Optional[float] = None  # pharaoh: all links with weight >= threshold
-    output: Optional[str] = None  # file or folder; default under the run directory
-    beam_size: Optional[int] = None
+    threshold: float | None = None  # pharaoh: all links with weight >= threshold
+    output: str | None = None  # file or folder; default under the run directory
+    beam_size: int | None = None
     device: str = "cpu"
 
 
@@ -211,8 +218,10 @@ SCHEMAS: dict[str, type] = {
     "translate_schema": TranslateConfig,
     "align_schema": AlignConfig,
 }
+
+
 def register_configs() -> None:
-    """Register the top-level schemas; primary configs name them first in their defaults."""
+    """Register the top-level schemas; primary configs name them first."""
     store = ConfigStore.instance()
     for name, schema in SCHEMAS.items():
         store.store(name=name, node=schema)

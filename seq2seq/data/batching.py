@@ -1,0 +1,287 @@
+"""Batches: the ``Batch`` dataclass, ``collate`` and a token-budget length-bucketed
+sampler.
+
+Bucketing: each epoch the examples are shuffled with a generator seeded by ``seed +
+epoch``, then stably sorted by ``(source length, target length)``, so equal lengths come
+in a fresh random order. The sorted list is cut greedily into batches whose padded size
+``len(batch) * max(max_src + 1, max_tgt + 1)`` stays within ``batch_tokens`` (+1 for
+EOS/BOS), and the order of the batches is shuffled. With a global sort the padding stays
+a few percent.
+
+Sharding (DDP): batch ``k`` goes to rank ``k % num_replicas``. When the batch count does
+not divide evenly, the largest batches are split in two until it does, so every rank
+runs the same number of steps while the shards stay disjoint and together cover every
+example once.
+
+Resume: ``state_dict()`` holds the epoch and how many batches this rank has yielded in
+it; after ``load_state_dict`` the next iteration skips those batches. With
+``num_workers=0`` the loader draws one batch from the sampler per step, so the position
+is exact. ``set_epoch(e)`` starts epoch ``e`` from its beginning unless ``e`` is the
+epoch in progress.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Sampler
+
+from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+if TYPE_CHECKING:
+    from seq2seq.data.prepare import EncodedSplit
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Batch:
+    """A padded batch. ``B`` sentences, ``S`` source and ``T`` target steps."""
+
+    src: Tensor  # (B, S) long, source pieces + EOS, PAD_ID padded
+    src_lengths: Tensor  # (B,) long, on CPU (pack_padded_sequence wants CPU lengths)
+    src_mask: Tensor  # (B, S) bool, True for real tokens
+    tgt_in: Tensor  # (B, T) long, BOS + pieces
+    tgt_out: Tensor  # (B, T) long, pieces + EOS, PAD_ID padded
+    ids: Tensor  # (B,) long, example indices in the split
+    n_tokens: int  # non-pad target tokens (len(pieces) + 1 summed)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        """Move every tensor but ``src_lengths`` (which stays on CPU) to ``device``."""
+
+        def move(t: Tensor) -> Tensor:
+            return t.to(device, non_blocking=non_blocking)
+
+        return Batch(
+            src=move(self.src),
+            src_lengths=self.src_lengths,
+            src_mask=move(self.src_mask),
+            tgt_in=move(self.tgt_in),
+            tgt_out=move(self.tgt_out),
+            ids=move(self.ids),
+            n_tokens=self.n_tokens,
+        )
+
+    def pin_memory(self) -> Batch:
+        return Batch(
+            src=self.src.pin_memory(),
+            src_lengths=self.src_lengths,
+            src_mask=self.src_mask.pin_memory(),
+            tgt_in=self.tgt_in.pin_memory(),
+            tgt_out=self.tgt_out.pin_memory(),
+            ids=self.ids.pin_memory(),
+            n_tokens=self.n_tokens,
+        )
+
+
+def collate(examples: Sequence[tuple[int, Sequence[int], Sequence[int]]]) -> Batch:
+    """Pad ``(id, src_ids, tgt_ids)`` examples: src + EOS, BOS + tgt, tgt + EOS."""
+    n = len(examples)
+    src_len = [len(s) + 1 for _, s, _ in examples]
+    tgt_len = [len(t) + 1 for _, _, t in examples]
+    src = torch.full((n, max(src_len)), PAD_ID, dtype=torch.long)
+    tgt_in = torch.full((n, max(tgt_len)), PAD_ID, dtype=torch.long)
+    tgt_out = torch.full((n, max(tgt_len)), PAD_ID, dtype=torch.long)
+    for row, (_, s, t) in enumerate(examples):
+        src[row, : len(s) + 1] = torch.tensor([*s, EOS_ID], dtype=torch.long)
+        tgt_in[row, : len(t) + 1] = torch.tensor([BOS_ID, *t], dtype=torch.long)
+        tgt_out[row, : len(t) + 1] = torch.tensor([*t, EOS_ID], dtype=torch.long)
+    lengths = torch.tensor(src_len, dtype=torch.long)
+    mask = torch.arange(src.size(1)).unsqueeze(0) < lengths.unsqueeze(1)  # (B, S)
+    return Batch(
+        src=src,
+        src_lengths=lengths,
+        src_mask=mask,
+        tgt_in=tgt_in,
+        tgt_out=tgt_out,
+        ids=torch.tensor([i for i, _, _ in examples], dtype=torch.long),
+        n_tokens=sum(tgt_len),
+    )
+
+
+def padded_size(
+    batch: Sequence[int], src_lengths: Sequence[int], tgt_lengths: Sequence[int]
+) -> int:
+    """``len(batch) * max(max_src + 1, max_tgt + 1)``: the budgeted size of a batch."""
+    longest = max(max(src_lengths[i], tgt_lengths[i]) for i in batch) + 1
+    return len(batch) * longest
+
+
+class TokenBucketSampler(Sampler[list[int]]):
+    """Yields lists of example indices whose padded size stays within ``batch_tokens``.
+
+    An example too long to fit the budget alone forms a batch of its own (logged once).
+    """
+
+    def __init__(
+        self,
+        src_lengths: Sequence[int],
+        tgt_lengths: Sequence[int],
+        batch_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ) -> None:
+        if len(src_lengths) != len(tgt_lengths):
+            raise ValueError(
+                f"{len(src_lengths)} source but {len(tgt_lengths)} target lengths"
+            )
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} outside [0, {num_replicas})")
+        self.src_lengths = [int(n) for n in src_lengths]
+        self.tgt_lengths = [int(n) for n in tgt_lengths]
+        self.batch_tokens = batch_tokens
+        self.shuffle = shuffle
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        self.position = 0  # batches of this rank already yielded in ``epoch``
+        self._memo: tuple[tuple[int, int, bool], list[list[int]]] | None = None
+        too_long = [
+            i
+            for i in range(len(src_lengths))
+            if padded_size([i], *self._lengths) > batch_tokens
+        ]
+        if too_long:
+            log.warning(
+                "%d examples exceed batch_tokens=%d alone: one batch each (e.g. #%d)",
+                len(too_long),
+                batch_tokens,
+                too_long[0],
+            )
+
+    @property
+    def _lengths(self) -> tuple[list[int], list[int]]:
+        return self.src_lengths, self.tgt_lengths
+
+    def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.position = 0
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch = int(state["epoch"])
+        self.position = int(state["position"])
+        self.seed = int(state.get("seed", self.seed))
+
+    def _order(self, generator: torch.Generator | None) -> list[int]:
+        n = len(self.src_lengths)
+        order = (
+            torch.randperm(n, generator=generator).tolist()
+            if generator
+            else list(range(n))
+        )
+        return sorted(order, key=lambda i: (self.src_lengths[i], self.tgt_lengths[i]))
+
+    def _chunk(self, order: list[int]) -> list[list[int]]:
+        batches: list[list[int]] = []
+        current: list[int] = []
+        longest = 0
+        for i in order:
+            size = max(self.src_lengths[i], self.tgt_lengths[i]) + 1
+            if current and (len(current) + 1) * max(longest, size) > self.batch_tokens:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, size)
+        if current:
+            batches.append(current)
+        return batches
+
+    def _balance(self, batches: list[list[int]]) -> list[list[int]]:
+        """Split the largest batches until every rank gets as many batches."""
+        while len(batches) % self.num_replicas:
+            largest = max(range(len(batches)), key=lambda k: len(batches[k]))
+            batch = batches[largest]
+            if len(batch) < 2:
+                raise ValueError(
+                    f"cannot shard {sum(map(len, batches))} examples over "
+                    f"{self.num_replicas} replicas"
+                )
+            half = len(batch) // 2
+            batches[largest : largest + 1] = [batch[:half], batch[half:]]
+        return batches
+
+    def epoch_batches(self) -> list[list[int]]:
+        """All of this rank's batches of the current epoch, in order."""
+        key = (self.epoch, self.seed, self.shuffle)
+        if self._memo is None or self._memo[0] != key:
+            self._memo = (key, self._make_batches())
+        return self._memo[1]
+
+    def _make_batches(self) -> list[list[int]]:
+        generator = None
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        batches = self._balance(self._chunk(self._order(generator)))
+        if generator is not None:
+            batches = [
+                batches[k] for k in torch.randperm(len(batches), generator=generator)
+            ]
+        return batches[self.rank :: self.num_replicas]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.epoch_batches()
+        while self.position < len(batches):
+            batch = batches[self.position]
+            self.position += 1
+            yield batch
+        self.position = 0
+
+    def __len__(self) -> int:
+        return len(self.epoch_batches())
+
+
+def padding_fraction(sampler: TokenBucketSampler) -> float:
+    """Share of padding in the source and target tensors of one epoch's batches."""
+    real = padded = 0
+    for batch in sampler.epoch_batches():
+        src = [sampler.src_lengths[i] + 1 for i in batch]
+        tgt = [sampler.tgt_lengths[i] + 1 for i in batch]
+        real += sum(src) + sum(tgt)
+        padded += len(batch) * (max(src) + max(tgt))
+    return 1.0 - real / padded if padded else 0.0
+
+
+def make_loader(
+    split: EncodedSplit,
+    batch_tokens: int,
+    shuffle: bool,
+    seed: int,
+    num_replicas: int = 1,
+    rank: int = 0,
+    pin_memory: bool = False,
+) -> DataLoader:
+    """A ``DataLoader`` of ``Batch``; its sampler is ``loader.batch_sampler``."""
+    sampler = TokenBucketSampler(
+        [len(s) for s in split.src_ids],
+        [len(t) for t in split.tgt_ids],
+        batch_tokens,
+        shuffle=shuffle,
+        seed=seed,
+        num_replicas=num_replicas,
+        rank=rank,
+    )
+    examples = list(
+        zip(range(len(split.src_ids)), split.src_ids, split.tgt_ids, strict=True)
+    )
+    return DataLoader(
+        examples,
+        batch_sampler=sampler,
+        collate_fn=collate,
+        num_workers=0,
+        pin_memory=pin_memory,
+        # Its own generator: creating an iterator must not draw from the global RNG,
+        # or validation and resumption would shift the dropout stream.
+        generator=torch.Generator().manual_seed(seed),
+    )

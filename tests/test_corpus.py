@@ -1,0 +1,185 @@
+import gzip
+import json
+
+import datasets
+import pytest
+
+from seq2seq.config import DataConfig
+from seq2seq.data.corpus import CorpusError, load_corpus, read_corpus
+
+PAIRS = {
+    "train": [("ein Hund", "a dog"), ("eine Katze", "a cat"), ("ein Haus", "a house")],
+    "validation": [("ein Baum", "a tree")],
+    "test": [("ein Auto", "a car"), ("ein Boot", "a boat")],
+}
+
+
+def write_jsonl(folder, name, pairs, keys=("de", "en")):
+    lines = [
+        json.dumps(dict(zip(keys, pair, strict=True)), ensure_ascii=False)
+        for pair in pairs
+    ]
+    (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_text(folder, stem, pairs, gz=False):
+    for k, lang in enumerate(("de", "en")):
+        data = "".join(pair[k] + "\n" for pair in pairs).encode()
+        if gz:
+            (folder / f"{stem}.{lang}.gz").write_bytes(gzip.compress(data))
+        else:
+            (folder / f"{stem}.{lang}").write_bytes(data)
+
+
+def local(folder, src="de", tgt="en", name="local"):
+    return DataConfig(name=name, local_dir=str(folder), src_lang=src, tgt_lang=tgt)
+
+
+def assert_matches(dd):
+    for split, pairs in PAIRS.items():
+        assert list(zip(dd[split]["src"], dd[split]["tgt"], strict=True)) == pairs
+
+
+def test_local_jsonl(tmp_path):
+    for split, pairs in PAIRS.items():
+        write_jsonl(tmp_path, f"{split}.jsonl", pairs)
+    assert_matches(load_corpus(local(tmp_path)))
+    reverse = load_corpus(local(tmp_path, "en", "de"))
+    assert reverse["train"]["src"][0] == "a dog"
+
+
+@pytest.mark.parametrize("ext,sep", [("tsv", "\t"), ("csv", ",")])
+def test_local_tsv_and_csv(tmp_path, ext, sep):
+    for split, pairs in PAIRS.items():
+        rows = ["en" + sep + "de"] + [t + sep + s for s, t in pairs]
+        (tmp_path / f"{split}.{ext}").write_text("\n".join(rows) + "\n")
+    assert_matches(load_corpus(local(tmp_path)))
+
+
+def test_local_parallel_text_with_gzip_and_split_aliases(tmp_path):
+    write_text(tmp_path, "train", PAIRS["train"], gz=True)
+    write_text(tmp_path, "val", PAIRS["validation"])
+    write_text(tmp_path, "test_2016_flickr", PAIRS["test"], gz=True)
+    assert_matches(load_corpus(local(tmp_path)))
+
+
+def test_hub_code_path_with_local_dataset_in_hub_layout(tmp_path):
+    for split, name in (("train", "train"), ("validation", "val"), ("test", "test")):
+        write_jsonl(tmp_path, f"{name}.jsonl", PAIRS[split], keys=("de", "en"))
+    cfg = DataConfig(
+        name="multi30k", hub_id=str(tmp_path), src_lang="de", tgt_lang="en"
+    )
+    assert_matches(load_corpus(cfg))
+    cfg.tgt_lang = "fr"
+    with pytest.raises(
+        CorpusError, match="no column for language 'fr'; columns present"
+    ):
+        load_corpus(cfg)
+
+
+def test_hub_unreachable_names_local_dir(monkeypatch):
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    cfg = DataConfig(name="multi30k", src_lang="de", tgt_lang="en")
+    with pytest.raises(CorpusError, match=r"bentrevett/multi30k.*data\.local_dir"):
+        load_corpus(cfg)
+
+
+def test_missing_split(tmp_path):
+    for split in ("train", "test"):
+        write_jsonl(tmp_path, f"{split}.jsonl", PAIRS[split])
+    with pytest.raises(CorpusError, match=r"missing split 'validation'.*files present"):
+        load_corpus(local(tmp_path))
+
+
+def test_missing_language_in_parallel_text(tmp_path):
+    for split, pairs in PAIRS.items():
+        write_text(tmp_path, split, pairs)
+    with pytest.raises(
+        CorpusError, match=r"language 'fr'.*train\.fr\.gz.*present: \['de', 'en'\]"
+    ):
+        load_corpus(local(tmp_path, "de", "fr"))
+
+
+def test_missing_key_in_jsonl_names_file_and_line(tmp_path):
+    for split, pairs in PAIRS.items():
+        write_jsonl(tmp_path, f"{split}.jsonl", pairs)
+    with (tmp_path / "train.jsonl").open("a") as handle:
+        handle.write(json.dumps({"de": "nur Deutsch"}) + "\n")
+    with pytest.raises(CorpusError, match=r"train\.jsonl:4: no key for language 'en'"):
+        load_corpus(local(tmp_path))
+
+
+def test_missing_column_in_tsv(tmp_path):
+    for split, pairs in PAIRS.items():
+        rows = ["de\ten"] + [f"{s}\t{t}" for s, t in pairs]
+        (tmp_path / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(
+        CorpusError, match=r"train\.tsv: no column for language 'fr'.*\['de', 'en'\]"
+    ):
+        load_corpus(local(tmp_path, "de", "fr"))
+
+
+def test_line_count_mismatch_names_both_files(tmp_path):
+    for split, pairs in PAIRS.items():
+        write_text(tmp_path, split, pairs)
+    (tmp_path / "train.en").write_text("a dog\na cat\n")
+    with pytest.raises(
+        CorpusError, match=r"train\.de has 3 lines, .*train\.en has 2 lines"
+    ):
+        load_corpus(local(tmp_path))
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    for split, pairs in PAIRS.items():
+        write_text(tmp_path, split, pairs)
+    (tmp_path / "test.en").write_bytes(b"a car\na b\xffat\n")
+    with pytest.raises(CorpusError, match=r"test\.en:2: invalid UTF-8"):
+        load_corpus(local(tmp_path))
+
+
+def test_empty_pairs_are_filtered_and_counted(tmp_path, caplog):
+    for split, pairs in PAIRS.items():
+        write_text(tmp_path, split, pairs)
+    (tmp_path / "train.de").write_text("ein Hund\n  \neine Katze\n")
+    loaded = read_corpus(local(tmp_path))
+    assert loaded.filtered["train"] == {"empty": 1}
+    assert loaded.splits["train"]["src"] == ["ein Hund", "eine Katze"]
+    assert "filtered 1 pairs with an empty side" in caplog.text
+
+
+def test_no_corpus_files_and_unknown_name(tmp_path):
+    with pytest.raises(CorpusError, match="found no corpus files"):
+        load_corpus(local(tmp_path))
+    with pytest.raises(CorpusError, match="unknown corpus"):
+        load_corpus(DataConfig(name="wmt"))
+
+
+def test_multi30k_local_dir(multi30k_dir):
+    dd = load_corpus(local(multi30k_dir, "de", "en", name="multi30k"))
+    assert [dd[s].num_rows for s in ("train", "validation", "test")] == [
+        29000,
+        1014,
+        1000,
+    ]
+    assert dd["train"][0]["tgt"].startswith("Two young, White males")
+
+
+def test_multi30k_raw_parallel_text(multi30k_dir):
+    dd = load_corpus(local(multi30k_dir / "raw", "en", "fr"))
+    assert [dd[s].num_rows for s in ("train", "validation", "test")] == [
+        29000,
+        1014,
+        1000,
+    ]
+
+
+def test_phrasebook_source_has_alignments():
+    cfg = DataConfig()
+    (
+        cfg.phrasebook.train_size,
+        cfg.phrasebook.validation_size,
+        cfg.phrasebook.test_size,
+    ) = 20, 5, 5
+    dd = load_corpus(cfg)
+    assert dd["train"].column_names == ["src", "tgt", "alignment"]
+    assert dd["validation"].num_rows == 5
