@@ -1,0 +1,273 @@
+"""Checkpoints: atomic save, safe load, RNG state, library versions, averaging.
+
+A checkpoint is one self-contained ``torch.save`` file holding only what
+``torch.load(..., weights_only=True)`` accepts: tensors, plain containers, numbers,
+strings and ``bytes`` (so the tokenizer's model bytes are stored as they are).
+Keys: ``format="seq2seq-checkpoint"``, ``format_version``, ``model``, ``config``,
+``tokenizer``, ``optimizer``, ``scheduler``, ``scaler``, ``step``, ``epoch``, ``rng``,
+``sampler``, ``best_metric``, ``versions``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import platform
+import random
+import tempfile
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+FORMAT = "seq2seq-checkpoint"
+FORMAT_VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, truncated, corrupt, foreign or too new."""
+
+
+# ------------------------------------------------------------------ save / load
+
+
+def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
+    """Write ``state`` to ``path`` atomically and return the path.
+
+    The file is written to a temporary file in the same folder, flushed and fsynced,
+    then renamed over ``path`` and the folder is fsynced: a crash at any point leaves
+    either the previous checkpoint or the new one, never a partial file. ``format``,
+    ``format_version`` and ``versions`` are filled in when ``state`` lacks them.
+    """
+    path = Path(path)
+    state = dict(state)
+    if state.setdefault("format", FORMAT) != FORMAT:
+        raise ValueError(f"state['format'] is {state['format']!r}, expected {FORMAT!r}")
+    state.setdefault("format_version", FORMAT_VERSION)
+    state.setdefault("versions", library_versions())
+    check_weights_only_safe(state)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+    )
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    log.debug("saved checkpoint %s", path)
+    return path
+
+
+_LEAVES = (str, bytes, int, float, bool, type(None), torch.dtype, torch.device)
+_CONTAINERS = (dict, OrderedDict, list, tuple, set, torch.Size)
+
+
+def check_weights_only_safe(obj: Any, where: str = "state") -> None:
+    """Raise ``TypeError`` naming the first value ``weights_only`` loading would refuse.
+
+    Checked before writing, so a bad value (a NumPy scalar, a ``Path``, an object)
+    fails at save time instead of making an unloadable checkpoint.
+    """
+    if isinstance(obj, torch.Tensor) or type(obj) in _LEAVES:
+        return
+    if type(obj) not in _CONTAINERS:
+        raise TypeError(
+            f"{where} is a {type(obj).__module__}.{type(obj).__qualname__}, which "
+            "torch.load(weights_only=True) refuses; store plain values or tensors"
+        )
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            check_weights_only_safe(key, f"a key of {where}")
+            check_weights_only_safe(value, f"{where}[{key!r}]")
+    else:
+        for k, value in enumerate(obj):
+            check_weights_only_safe(value, f"{where}[{k}]")
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable; not possible (nor needed) on every platform."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict:
+    """Load a checkpoint written by :func:`save_checkpoint` with ``weights_only=True``.
+
+    Raises:
+        CheckpointError: the file is missing, empty, truncated or corrupt, is not a
+            seq2seq checkpoint, or was written by a newer format version.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist (or is not a file)")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"checkpoint {path} is empty (0 bytes): truncated copy?")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "Unsupported global" in str(err):
+            raise CheckpointError(
+                f"{path} holds objects that weights_only loading refuses, so it is not "
+                f"a seq2seq checkpoint (only load files you trust): {_reason(err)}"
+            ) from err
+        raise _unreadable(path, err) from err
+    except Exception as err:  # pickle raises anything (KeyError, EOFError, ...)
+        raise _unreadable(path, err) from err
+    _check_header(path, state)
+    return state
+
+
+def _unreadable(path: Path, err: BaseException) -> CheckpointError:
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+    if magic == b"PK\x03\x04":
+        what = "is truncated or corrupt (a PyTorch zip file that cannot be read)"
+    else:
+        what = "is not a PyTorch checkpoint (foreign or corrupt file)"
+    size = path.stat().st_size
+    return CheckpointError(f"checkpoint {path} ({size} bytes) {what}: {_reason(err)}")
+
+
+def _reason(err: BaseException) -> str:
+    """The informative line of a torch/pickle error, prefixed by its type."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    marker = "WeightsUnpickler error:"
+    at = next((k for k, line in enumerate(lines) if marker in line), None)
+    if at is None:
+        text = lines[0] if lines else ""
+    else:  # the detail follows the marker, on its line or the next one
+        text = lines[at].split(marker, 1)[1].strip()
+        if not text and at + 1 < len(lines):
+            text = lines[at + 1]
+    return f"{type(err).__name__}: {text[:200]}"
+
+
+def _check_header(path: Path, state: Any) -> None:
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(
+            f"{path} is a valid torch file but not a seq2seq checkpoint "
+            f"(format={found!r}, expected {FORMAT!r})"
+        )
+    version = state.get("format_version")
+    if not isinstance(version, int):
+        raise CheckpointError(f"{path} has no integer format_version ({version!r})")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has format_version {version}, newer than this seq2seq supports "
+            f"({FORMAT_VERSION}); upgrade seq2seq to load it"
+        )
+
+
+# ------------------------------------------------------------------ RNG state
+
+
+def rng_state() -> dict[str, Any]:
+    """Python, NumPy, torch CPU and CUDA generator states, safe for ``weights_only``."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": {"version": version, "state": list(internal), "gauss": gauss},
+        "numpy": {
+            "name": str(name),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: Mapping[str, Any]) -> None:
+    """Restore what :func:`rng_state` captured (missing parts are left alone)."""
+    if "python" in state:
+        py = state["python"]
+        random.setstate((int(py["version"]), tuple(py["state"]), py["gauss"]))
+    if "numpy" in state:
+        npy = state["numpy"]
+        keys = np.asarray(torch.as_tensor(npy["keys"]).numpy(), dtype=np.uint32)
+        np.random.set_state(
+            (npy["name"], keys, npy["pos"], npy["has_gauss"], npy["cached_gaussian"])
+        )
+    if "torch" in state:
+        torch.set_rng_state(torch.as_tensor(state["torch"], dtype=torch.uint8).cpu())
+    if "cuda" in state:
+        cuda = [torch.as_tensor(s, dtype=torch.uint8).cpu() for s in state["cuda"]]
+        if torch.cuda.is_available() and torch.cuda.device_count() == len(cuda):
+            torch.cuda.set_rng_state_all(cuda)
+        else:
+            log.warning(
+                "checkpoint has CUDA RNG states for %d devices; this process sees %d: "
+                "CUDA random streams are not restored",
+                len(cuda),
+                torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            )
+
+
+# ------------------------------------------------------------------ misc
+
+
+def library_versions() -> dict[str, str]:
+    """Versions that make a checkpoint's results reproducible."""
+    versions = {"python": platform.python_version(), "torch": str(torch.__version__)}
+    for name in ("sentencepiece", "sacrebleu", "seq2seq"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the ``model`` weights of several checkpoints.
+
+    Floating-point tensors are averaged (accumulated in float64, cast back); other
+    tensors (integer buffers such as BatchNorm's counters) come from the last one.
+    """
+    if not paths:
+        raise ValueError("average_checkpoints needs at least one checkpoint path")
+    total: dict[str, torch.Tensor] = {}
+    last: dict[str, torch.Tensor] = {}
+    for k, path in enumerate(paths):
+        model = load_checkpoint(path)["model"]
+        if k and set(model) != set(last):
+            diff = sorted(set(model) ^ set(last))
+            raise CheckpointError(f"{path} has different model keys: {diff[:5]}")
+        for name, tensor in model.items():
+            if tensor.is_floating_point():
+                acc = tensor.to(torch.float64)
+                total[name] = acc if k == 0 else total[name] + acc
+        last = model
+    averaged = {}
+    for name, tensor in last.items():
+        if name in total:
+            averaged[name] = (total[name] / len(paths)).to(tensor.dtype)
+        else:
+            averaged[name] = tensor
+    log.info("averaged %d checkpoints", len(paths))
+    return averaged

@@ -1,0 +1,308 @@
+"""Seeing attention: heatmap figures, terminal and HTML views, Pharaoh export.
+
+Pure functions. Figures are built with matplotlib's object API (``Figure`` and the Agg
+canvas), so nothing touches pyplot's global state; the caller saves or logs them.
+Weights are ``(T, S)``: one row per target token, one column per source token.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from seq2seq.metrics import as_numpy, group_pieces, parse_pharaoh
+
+ATTENTION_CAVEAT = (
+    "Attention shows how the model mixed the source; it is not a causal explanation."
+)
+_SHADES = " ░▒▓█"
+
+
+def _matrix(weights: Any, n_src: int, n_tgt: int) -> np.ndarray:
+    w = np.asarray(as_numpy(weights), dtype=np.float64)
+    if w.shape != (n_tgt, n_src):
+        raise ValueError(
+            f"weights of shape {tuple(w.shape)} do not match {n_tgt} target and "
+            f"{n_src} source tokens (want (T, S) = ({n_tgt}, {n_src}))"
+        )
+    return w
+
+
+def _font_size(n: int) -> float:
+    """Label font size shrinking with the number of labels (11 pt down to 5 pt)."""
+    return float(np.clip(12.0 - 0.12 * n, 5.0, 11.0))
+
+
+def _draw(
+    ax: Any, w: np.ndarray, src: Sequence[str], tgt: Sequence[str], y_labels=True
+):
+    image = ax.imshow(w, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+    ax.set_xticks(
+        range(len(src)),
+        labels=list(src),
+        rotation=90,
+        fontsize=_font_size(len(src)),
+        parse_math=False,
+    )
+    ax.xaxis.tick_top()
+    ax.set_yticks(
+        range(len(tgt)),
+        labels=list(tgt) if y_labels else [],
+        fontsize=_font_size(len(tgt)),
+        parse_math=False,
+    )
+    return image
+
+
+def plot_alignment(
+    weights: Any,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    title: str | None = None,
+) -> Figure:
+    """Heatmap of ``weights (T, S)``: source tokens on top, target tokens on the left.
+
+    The figure grows with the sentence lengths, labels shrink, the colour scale is fixed
+    to [0, 1] with a colorbar, and :data:`ATTENTION_CAVEAT` is written underneath.
+    """
+    w = _matrix(weights, len(src_tokens), len(tgt_tokens))
+    width = float(np.clip(2.5 + 0.32 * len(src_tokens), 5.0, 30.0))
+    height = float(np.clip(2.0 + 0.28 * len(tgt_tokens), 4.0, 30.0))
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    image = _draw(ax, w, src_tokens, tgt_tokens)
+    fig.colorbar(image, ax=ax, fraction=0.05, label="attention weight")
+    if title:
+        ax.set_title(title, parse_math=False)
+    fig.supxlabel(ATTENTION_CAVEAT, fontsize=7, color="0.35")
+    return fig
+
+
+def plot_heads(
+    head_weights: Any,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    title: str | None = None,
+) -> Figure:
+    """One panel per head of ``head_weights (heads, T, S)``, plus their mean."""
+    hw = np.asarray(as_numpy(head_weights), dtype=np.float64)
+    if hw.ndim != 3:
+        raise ValueError(f"head weights must be (heads, T, S), got {tuple(hw.shape)}")
+    panels = [_matrix(h, len(src_tokens), len(tgt_tokens)) for h in hw]
+    panels.append(hw.mean(axis=0))
+    names = [f"head {k + 1}" for k in range(len(hw))] + ["mean"]
+    cols = min(len(panels), 3)
+    rows = math.ceil(len(panels) / cols)
+    cell_w = float(np.clip(1.5 + 0.25 * len(src_tokens), 3.0, 12.0))
+    cell_h = float(np.clip(1.5 + 0.22 * len(tgt_tokens), 2.5, 12.0))
+    fig = Figure(
+        figsize=(cols * cell_w + 1.0, rows * cell_h + 0.5), layout="constrained"
+    )
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    image = None
+    for k, ax in enumerate(axes.flat):
+        if k >= len(panels):
+            ax.set_axis_off()
+            continue
+        image = _draw(ax, panels[k], src_tokens, tgt_tokens, y_labels=k % cols == 0)
+        ax.set_title(names[k], fontsize=9)
+    fig.colorbar(image, ax=axes, fraction=0.03, label="attention weight")
+    if title:
+        fig.suptitle(title, parse_math=False)
+    fig.supxlabel(ATTENTION_CAVEAT, fontsize=7, color="0.35")
+    return fig
+
+
+def figure_to_png(fig: Figure, dpi: int = 100) -> bytes:
+    """Render ``fig`` to PNG bytes."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
+def figure_to_array(fig: Figure) -> np.ndarray:
+    """Render ``fig`` to an ``(H, W, 3)`` uint8 RGB array (TensorBoard's HWC image)."""
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+
+
+def close_figure(fig: Figure) -> None:
+    """Release ``fig``; also drops it from pyplot when a caller made it there."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close(fig)
+    fig.clear()
+
+
+def merge_subwords(
+    weights: Any, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+) -> tuple[np.ndarray, list[str], list[str]]:
+    """Merge SentencePiece pieces (``▁`` starts a word) into words.
+
+    Source columns of one word are summed (so rows still sum to 1); target rows of one
+    word are averaged. Specials such as ``</s>`` stay tokens of their own.
+    Returns ``(weights (T_words, S_words), src_words, tgt_words)``.
+    """
+    w = _matrix(weights, len(src_pieces), len(tgt_pieces))
+    src_groups, tgt_groups = group_pieces(src_pieces), group_pieces(tgt_pieces)
+    cols = np.stack([w[:, idx].sum(axis=1) for _, idx in src_groups], axis=1)
+    rows = np.stack([cols[idx].mean(axis=0) for _, idx in tgt_groups], axis=0)
+    return rows, [t for t, _ in src_groups], [t for t, _ in tgt_groups]
+
+
+def to_pharaoh(weights: Any, threshold: float | None = None) -> str:
+    """Hard alignment of ``weights (T, S)`` as sorted Pharaoh links ``i-j``.
+
+    ``i`` is the source index and ``j`` the target index. Without ``threshold`` each
+    target row links to its argmax source column (all-zero rows are skipped); with it,
+    every cell with weight >= ``threshold`` is a link.
+    """
+    w = np.asarray(as_numpy(weights), dtype=np.float64)
+    if w.ndim != 2:
+        raise ValueError(f"weights must be (T, S), got shape {tuple(w.shape)}")
+    if threshold is None:
+        links = [(int(np.argmax(row)), j) for j, row in enumerate(w) if row.any()]
+    else:
+        links = [
+            (int(i), int(j)) for j, i in zip(*np.nonzero(w >= threshold), strict=True)
+        ]
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+def alignment_terminal(
+    weights: Any,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    color: bool = True,
+) -> str:
+    """Text heatmap: numbered source columns, one row per target token.
+
+    Cells are shade blocks (`` ░▒▓█``), or ANSI 256-colour greys when ``color``; each
+    row ends with the source token it attends to most.
+    """
+    w = _matrix(weights, len(src_tokens), len(tgt_tokens))
+    label_w = max((len(t) for t in tgt_tokens), default=1)
+    lines = [" ".join(f"{k}:{tok}" for k, tok in enumerate(src_tokens))]
+    lines.append(
+        " " * (label_w + 1) + "".join(f"{k % 100:<3d}" for k in range(w.shape[1]))
+    )
+    for tok, row in zip(tgt_tokens, w, strict=True):
+        cells = "".join(_cell(v, color) for v in row)
+        best = src_tokens[int(np.argmax(row))] if row.size else ""
+        lines.append(f"{tok:>{label_w}} {cells} {best}")
+    scale = "".join(_cell(v, color) for v in (0.1, 0.3, 0.5, 0.7, 0.9))
+    lines.append(f"scale 0 {scale} 1 | {ATTENTION_CAVEAT}")
+    return "\n".join(lines)
+
+
+def _cell(value: float, color: bool) -> str:
+    value = float(np.clip(value, 0.0, 1.0))
+    if color:
+        return f"\x1b[38;5;{232 + round(value * 23)}m██\x1b[0m "
+    return _SHADES[min(int(value * len(_SHADES)), len(_SHADES) - 1)] * 2 + " "
+
+
+# ------------------------------------------------------------------ HTML
+
+_CSS = """body{font-family:sans-serif;margin:1.5em;color:#222}
+table.att{border-collapse:collapse;margin:0.5em 0 1.5em}
+table.att td{width:1.6em;height:1.6em;border:1px solid #eee;padding:0}
+table.att th{font-weight:normal;font-size:0.85em;padding:2px 4px}
+table.att th.src{writing-mode:vertical-rl;transform:rotate(180deg);text-align:left}
+table.att th.tgt{text-align:right}
+td.sure{outline:2px solid #d33;outline-offset:-3px}
+td.possible{outline:2px dashed #d93;outline-offset:-3px}
+.caveat{background:#fff8e0;border-left:4px solid #e0b000;padding:0.5em 1em}
+#tip{position:fixed;display:none;background:#333;color:#fff;padding:3px 6px;
+border-radius:3px;font-size:0.85em;pointer-events:none}"""
+
+_JS = """(function(){var tip=document.getElementById('tip');
+document.querySelectorAll('td[data-tip]').forEach(function(td){
+td.addEventListener('mousemove',function(e){tip.textContent=td.dataset.tip;
+tip.style.display='block';tip.style.left=(e.clientX+12)+'px';
+tip.style.top=(e.clientY+12)+'px';});
+td.addEventListener('mouseleave',function(){tip.style.display='none';});});})();"""
+
+
+def _color(value: float) -> str:
+    """White (0) to dark blue (1)."""
+    v = float(np.clip(value, 0.0, 1.0))
+    r, g, b = (round(255 + (c - 255) * v) for c in (8, 48, 107))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def _gold_sets(gold: Any) -> tuple[set, set]:
+    if gold is None:
+        return set(), set()
+    if isinstance(gold, str):
+        return parse_pharaoh(gold)
+    links = {(int(i), int(j)) for i, j in gold}
+    return links, links
+
+
+def _html_table(
+    w: np.ndarray, src: Sequence[str], tgt: Sequence[str], gold: Any
+) -> str:
+    sure, possible = _gold_sets(gold)
+    esc = html.escape
+    head = "".join(f'<th class="src">{esc(s)}</th>' for s in src)
+    rows = [f"<tr><th></th>{head}</tr>"]
+    for j, (tok, row) in enumerate(zip(tgt, w, strict=True)):
+        cells = []
+        for i, value in enumerate(row):
+            tip = esc(f"{src[i]} → {tok}: {value:.3f}")
+            cls = (
+                " sure" if (i, j) in sure else " possible" if (i, j) in possible else ""
+            )
+            cells.append(
+                f'<td class="cell{cls}" style="background:{_color(value)}" '
+                f'title="{tip}" data-tip="{tip}"></td>'
+            )
+        rows.append(f'<tr><th class="tgt">{esc(tok)}</th>{"".join(cells)}</tr>')
+    return '<table class="att">' + "".join(rows) + "</table>"
+
+
+def _html_item(k: int, item: dict) -> str:
+    src, tgt = list(item["src_tokens"]), list(item["tgt_tokens"])
+    w = _matrix(item["weights"], len(src), len(tgt))
+    title = html.escape(str(item.get("title") or f"Sentence {k + 1}"))
+    parts = [f"<section><h2>{title}</h2>", _html_table(w, src, tgt, item.get("gold"))]
+    if item.get("gold") is not None:
+        parts.append("<p>Outlined: gold links (solid sure, dashed possible).</p>")
+    if item.get("heads") is not None:
+        heads = np.asarray(as_numpy(item["heads"]), dtype=np.float64)
+        for h, hw in enumerate(heads):
+            parts.append(f"<details><summary>head {h + 1}</summary>")
+            parts.append(_html_table(_matrix(hw, len(src), len(tgt)), src, tgt, None))
+            parts.append("</details>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def alignment_html(items: Sequence[dict], title: str = "Attention alignments") -> str:
+    """One self-contained HTML page (inline CSS and JS, no network) of heatmaps.
+
+    Each item: ``src_tokens``, ``tgt_tokens``, ``weights (T, S)``, optionally ``heads
+    (heads, T, S)``, ``gold`` (Pharaoh string or ``(i, j)`` links) and ``title``.
+    Hovering a cell shows ``source → target: weight``.
+    """
+    body = "\n".join(_html_item(k, item) for k, item in enumerate(items))
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>"
+        f'<p class="caveat">{html.escape(ATTENTION_CAVEAT)} Rows are target tokens, '
+        "columns source tokens; darker is more weight.</p>\n"
+        f'{body}\n<div id="tip"></div><script>{_JS}</script></body></html>\n'
+    )
