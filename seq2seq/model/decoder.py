@@ -1,0 +1,284 @@
+"""Target side: ``DecoderState`` and the Bahdanau-style and Luong-style GRU decoders.
+
+Both styles work with any attention from ``attention.py``. ``forward`` is teacher
+forcing over all target steps, ``step`` is one step for search; both go through the same
+``_step_features`` so they agree. Features are collected over the time loop and the
+vocabulary projection runs once afterwards (outside the loop).
+
+Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding size,
+``H`` decoder hidden size, ``L`` decoder layers, ``C`` context size, ``V`` vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
+from seq2seq.model.attention import Attention, AttentionOutput, Keys
+
+
+class DecoderState(NamedTuple):
+    """A value: hidden ``(L, B, H)``; feed ``(B, F)`` the previous attentional vector
+    h̃_{t-1} for Luong input feeding (``(B, 0)`` when unused); keys from
+    ``attention.prepare``."""
+
+    hidden: Tensor
+    feed: Tensor
+    keys: Keys
+
+    def select(self, index: Tensor) -> DecoderState:
+        """Reorder / expand the batch (beam search): ``index`` ``(B',)`` long."""
+        return DecoderState(
+            self.hidden.index_select(1, index),
+            self.feed.index_select(0, index),
+            self.keys.select(index),
+        )
+
+
+class DecoderOutput(NamedTuple):
+    """logits ``(B, T, V)``; attention ``(B, T, S)``; head_attention
+    ``(B, heads, T, S)`` for multi-head attention, else None."""
+
+    logits: Tensor
+    attention: Tensor
+    head_attention: Tensor | None
+
+
+def word_dropout(tokens: Tensor, p: float, training: bool) -> Tensor:
+    """Replace each input token (not PAD or BOS) by UNK with probability ``p``."""
+    if not training or p <= 0.0:
+        return tokens
+    drop = torch.rand(tokens.shape, device=tokens.device) < p
+    drop &= (tokens != PAD_ID) & (tokens != BOS_ID)
+    return tokens.masked_fill(drop, UNK_ID)
+
+
+class OutputLayer(nn.Module):
+    """Dropout, an optional projection to the embedding size (when tying needs it) and
+    the vocabulary projection, applied once to all collected features."""
+
+    def __init__(
+        self,
+        feature_size: int,
+        vocab_size: int,
+        dropout: float,
+        tied: nn.Embedding | None = None,
+    ) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.pre = nn.Identity()
+        in_size = feature_size
+        if tied is not None and tied.embedding_dim != feature_size:
+            self.pre = nn.Linear(feature_size, tied.embedding_dim, bias=False)
+            in_size = tied.embedding_dim
+        self.proj = nn.Linear(in_size, vocab_size)
+        if tied is not None:
+            self.proj.weight = tied.weight
+
+    def forward(self, features: Tensor) -> Tensor:
+        """features ``(..., F)`` → logits ``(..., V)``."""
+        return self.proj(self.pre(self.dropout(features)))
+
+
+def _stack(outs: list[AttentionOutput]) -> tuple[Tensor, Tensor | None]:
+    """Per-step weights ``(B, S)``, heads ``(B, h, S)`` → ``(B, T, S)``,
+    ``(B, h, T, S)``."""
+    weights = torch.stack([o.weights for o in outs], dim=1)
+    if outs[0].head_weights is None:
+        return weights, None
+    return weights, torch.stack([o.head_weights for o in outs], dim=2)
+
+
+class Decoder(nn.Module):
+    """Shared parts of both styles: embeddings, GRU, attention, output layer.
+
+    Subclasses define ``_rnn_input_size``, ``_feature_layer`` and ``_step_features``.
+    """
+
+    style: str
+    supports_feeding: bool = False
+
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden_size: int,
+        attention: Attention,
+        layers: int = 1,
+        dropout: float = 0.0,
+        emb_dropout: float = 0.0,
+        word_dropout: float = 0.0,
+        tie_embeddings: bool = False,
+        input_feeding: bool = False,
+    ) -> None:
+        """``input_feeding`` applies to the Luong style only; ``tie_embeddings`` shares
+        the target embeddings with the vocabulary projection (with a projection from
+        the feature size to ``emb_dim`` when they differ)."""
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.layers = layers
+        self.word_dropout = word_dropout
+        self.input_feeding = input_feeding and self.supports_feeding
+        self.feed_size = hidden_size if self.input_feeding else 0
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
+        self.emb_dropout = nn.Dropout(emb_dropout)
+        self.attention = attention
+        self.rnn = nn.GRU(
+            self._rnn_input_size(emb_dim, attention.context_size),
+            hidden_size,
+            num_layers=layers,
+            batch_first=True,
+            dropout=dropout if layers > 1 else 0.0,
+        )
+        self.feature = self._feature_layer(emb_dim, attention.context_size)
+        tied = self.embedding if tie_embeddings else None
+        self.output = OutputLayer(hidden_size, vocab_size, dropout, tied)
+
+    def _rnn_input_size(self, emb_dim: int, context_size: int) -> int:
+        raise NotImplementedError
+
+    def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
+        raise NotImplementedError
+
+    def _step_features(
+        self, emb: Tensor, state: DecoderState
+    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        """One step: emb ``(B, E)`` → features ``(B, H)``, new state, attention."""
+        raise NotImplementedError
+
+    def init_state(self, memory: Tensor, mask: Tensor, hidden: Tensor) -> DecoderState:
+        """memory ``(B, S, Hm)``, mask ``(B, S)``, hidden ``(B, L, H)`` → state; the
+        attention keys are projected here, once per batch."""
+        keys = self.attention.prepare(memory, mask)
+        feed = hidden.new_zeros(hidden.size(0), self.feed_size)
+        return DecoderState(hidden.transpose(0, 1).contiguous(), feed, keys)
+
+    def embed(self, tokens: Tensor) -> Tensor:
+        """tokens ``(B, ...)`` → dropped-out embeddings ``(B, ..., E)``."""
+        return self.emb_dropout(self.embedding(tokens))
+
+    def features(
+        self, emb: Tensor, state: DecoderState
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Teacher-forced features for all steps: emb ``(B, T, E)`` → features
+        ``(B, T, H)``, weights ``(B, T, S)``, head weights ``(B, h, T, S)`` or None."""
+        feats, outs = [], []
+        for t in range(emb.size(1)):
+            feat, state, att = self._step_features(emb[:, t], state)
+            feats.append(feat)
+            outs.append(att)
+        return (torch.stack(feats, dim=1), *_stack(outs))
+
+    def forward(
+        self, tgt_in: Tensor, state: DecoderState, sampling_ratio: float = 0.0
+    ) -> DecoderOutput:
+        """Teacher forcing: tgt_in ``(B, T)`` (BOS + pieces) → ``DecoderOutput``.
+
+        With ``sampling_ratio > 0`` (scheduled sampling) each (sentence, step) input is
+        replaced by the previous step's argmax prediction with that probability."""
+        tokens = word_dropout(tgt_in, self.word_dropout, self.training)
+        if sampling_ratio > 0.0:
+            return self._forward_sampled(tokens, state, sampling_ratio)
+        feats, weights, heads = self.features(self.embed(tokens), state)
+        return DecoderOutput(self.output(feats), weights, heads)
+
+    def _forward_sampled(
+        self, tokens: Tensor, state: DecoderState, ratio: float
+    ) -> DecoderOutput:
+        """Scheduled sampling (Bengio et al., 2015): the step loop, logits per step."""
+        use_pred = torch.rand(tokens.shape, device=tokens.device) < ratio  # (B, T)
+        logits, outs = [], []
+        prev = tokens[:, 0]
+        for t in range(tokens.size(1)):
+            if t > 0:
+                pred = logits[-1].argmax(dim=-1)
+                prev = torch.where(use_pred[:, t], pred, tokens[:, t])
+            feat, state, att = self._step_features(self.embed(prev), state)
+            logits.append(self.output(feat))
+            outs.append(att)
+        return DecoderOutput(torch.stack(logits, dim=1), *_stack(outs))
+
+    def step(
+        self, prev_tokens: Tensor, state: DecoderState
+    ) -> tuple[Tensor, DecoderState, Tensor]:
+        """prev_tokens ``(B,)`` → log_probs ``(B, V)`` (float32), new state, weights
+        ``(B, S)``."""
+        feat, state, att = self._step_features(self.embed(prev_tokens), state)
+        log_probs = F.log_softmax(self.output(feat).float(), dim=-1)
+        return log_probs, state, att.weights
+
+
+class BahdanauDecoder(Decoder):
+    """Bahdanau et al. (2015): attend with the previous state, then update the GRU.
+
+    ``c_t = attend(s_{t-1})``; ``s_t = GRU([e(y_{t-1}); c_t], s_{t-1})``; deep output
+    ``o_t = tanh(W [s_t; c_t; e(y_{t-1})])`` (tanh in place of the paper's maxout).
+    """
+
+    style = "bahdanau"
+
+    def _rnn_input_size(self, emb_dim: int, context_size: int) -> int:
+        return emb_dim + context_size
+
+    def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
+        return nn.Linear(self.hidden_size + context_size + emb_dim, self.hidden_size)
+
+    def _step_features(
+        self, emb: Tensor, state: DecoderState
+    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        att = self.attention.attend(state.hidden[-1], state.keys)  # c_t (B, C)
+        rnn_in = torch.cat([emb, att.context], dim=-1).unsqueeze(1)  # (B, 1, E + C)
+        out, hidden = self.rnn(rnn_in, state.hidden)
+        s = out[:, 0]  # (B, H)
+        feat = torch.tanh(self.feature(torch.cat([s, att.context, emb], dim=-1)))
+        return feat, DecoderState(hidden, state.feed, state.keys), att
+
+
+class LuongDecoder(Decoder):
+    """Luong et al. (2015): update the GRU, then attend with the new state.
+
+    ``h_t = GRU([e(y_{t-1}); h̃_{t-1}], h_{t-1})`` (h̃_{t-1} only with input feeding);
+    ``c_t = attend(h_t)``; attentional hidden ``h̃_t = tanh(W_c [c_t; h_t])``.
+    Without input feeding the steps are independent given the GRU outputs, so
+    ``features`` runs the GRU over all steps in one call and attends once (fast path).
+    """
+
+    style = "luong"
+    supports_feeding = True
+
+    def _rnn_input_size(self, emb_dim: int, context_size: int) -> int:
+        return emb_dim + self.feed_size
+
+    def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
+        return nn.Linear(context_size + self.hidden_size, self.hidden_size)  # W_c
+
+    def _step_features(
+        self, emb: Tensor, state: DecoderState
+    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        rnn_in = torch.cat([emb, state.feed], dim=-1).unsqueeze(1)  # (B, 1, E + F)
+        out, hidden = self.rnn(rnn_in, state.hidden)
+        h = out[:, 0]  # (B, H)
+        att = self.attention.attend(h, state.keys)
+        feat = torch.tanh(self.feature(torch.cat([att.context, h], dim=-1)))
+        feed = feat if self.input_feeding else state.feed
+        return feat, DecoderState(hidden, feed, state.keys), att
+
+    def features(
+        self, emb: Tensor, state: DecoderState
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        if self.input_feeding:
+            return super().features(emb, state)
+        out, _ = self.rnn(emb, state.hidden)  # (B, T, H): one call over all steps
+        att = self.attention.attend(out, state.keys)  # (B, T, C), (B, T, S)
+        feats = torch.tanh(self.feature(torch.cat([att.context, out], dim=-1)))
+        return feats, att.weights, att.head_weights
+
+
+DECODERS: dict[str, type[Decoder]] = {
+    "bahdanau": BahdanauDecoder,
+    "luong": LuongDecoder,
+}

@@ -1,0 +1,172 @@
+"""The whole model: encoder, bridge and decoder, and ``build_model`` from the config.
+
+Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` target vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from seq2seq.config import ModelConfig
+from seq2seq.model.attention import ATTENTIONS, build_attention
+from seq2seq.model.decoder import DECODERS, Decoder, DecoderState
+from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
+
+
+class ModelOutput(NamedTuple):
+    """logits ``(B, T, V)``; attention ``(B, T, S)`` (mean over heads for multi-head,
+    zeros without attention); head_attention ``(B, heads, T, S)`` or None."""
+
+    logits: Tensor
+    attention: Tensor
+    head_attention: Tensor | None
+
+
+class Seq2Seq(nn.Module):
+    """Encoder + bridge + decoder. ``encode``/``init_state``/``step`` serve search;
+    ``forward`` is teacher forcing (optionally with scheduled sampling)."""
+
+    def __init__(self, encoder: BiGRUEncoder, bridge: nn.Module, decoder: Decoder):
+        super().__init__()
+        self.encoder = encoder
+        self.bridge = bridge
+        self.decoder = decoder
+
+    def encode(
+        self, src: Tensor, src_lengths: Tensor, src_mask: Tensor
+    ) -> EncoderOutput:
+        """src ``(B, S)``, src_lengths ``(B,)`` (CPU), src_mask ``(B, S)`` bool →
+        ``EncoderOutput(memory (B, S, 2He), mask, final (B, L, Hd))``."""
+        memory, final = self.encoder(src, src_lengths)
+        return EncoderOutput(memory, src_mask, self.bridge(final[-1]))
+
+    def init_state(self, enc: EncoderOutput) -> DecoderState:
+        """The decoder's first state; attention keys are projected here, once."""
+        return self.decoder.init_state(enc.memory, enc.mask, enc.final)
+
+    def step(
+        self, prev_tokens: Tensor, state: DecoderState
+    ) -> tuple[Tensor, DecoderState, Tensor]:
+        """prev_tokens ``(B,)`` → log_probs ``(B, V)``, new state, weights
+        ``(B, S)``."""
+        return self.decoder.step(prev_tokens, state)
+
+    def forward(
+        self,
+        src: Tensor,
+        src_lengths: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        sampling_ratio: float = 0.0,
+    ) -> ModelOutput:
+        """Teacher forcing over tgt_in ``(B, T)`` → ``ModelOutput``. With
+        ``sampling_ratio`` p > 0, each (sentence, step) input is the previous
+        prediction with probability p (scheduled sampling)."""
+        state = self.init_state(self.encode(src, src_lengths, src_mask))
+        return ModelOutput(*self.decoder(tgt_in, state, sampling_ratio))
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+def validate_model_config(cfg: ModelConfig) -> str:
+    """Raise ValueError on a bad value; return the decoder style."""
+    att = cfg.attention
+    style = cfg.decoder.style or att.style
+    _check(
+        att.type in ATTENTIONS,
+        f"unknown model.attention.type {att.type!r}; "
+        f"choose one of {sorted(ATTENTIONS)}",
+    )
+    _check(
+        style in DECODERS,
+        f"unknown decoder style {style!r} (model.decoder.style or "
+        f"model.attention.style); choose one of {sorted(DECODERS)}",
+    )
+    _check(
+        cfg.bridge in BRIDGES,
+        f"unknown model.bridge {cfg.bridge!r}; choose one of {sorted(BRIDGES)}",
+    )
+    sizes = {
+        "model.emb_dim": cfg.emb_dim,
+        "model.encoder.hidden_size": cfg.encoder.hidden_size,
+        "model.encoder.layers": cfg.encoder.layers,
+        "model.decoder.hidden_size": cfg.decoder.hidden_size,
+        "model.decoder.layers": cfg.decoder.layers,
+        "model.attention.heads": att.heads,
+        "model.attention.dim": att.dim if att.dim is not None else 1,
+    }
+    for name, value in sizes.items():
+        _check(value >= 1, f"{name} must be >= 1, got {value}")
+    rates = {
+        "model.emb_dropout": cfg.emb_dropout,
+        "model.word_dropout": cfg.word_dropout,
+        "model.encoder.dropout": cfg.encoder.dropout,
+        "model.decoder.dropout": cfg.decoder.dropout,
+    }
+    for name, value in rates.items():
+        _check(0.0 <= value < 1.0, f"{name} must be in [0, 1), got {value}")
+    return style
+
+
+def init_weights(model: nn.Module) -> None:
+    """Uniform ±0.1 for every parameter, orthogonal recurrent matrices (per gate), zero
+    biases and padding embeddings. Deterministic under ``torch.manual_seed``."""
+    for name, param in model.named_parameters():
+        if "bias" in name:
+            nn.init.zeros_(param)
+        elif "weight_hh" in name:
+            for gate in param.data.chunk(3, dim=0):  # GRU gates r, z, n
+                nn.init.orthogonal_(gate)
+        else:
+            nn.init.uniform_(param, -0.1, 0.1)
+    for module in model.modules():
+        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+            with torch.no_grad():
+                module.weight[module.padding_idx].zero_()
+
+
+def build_model(
+    model_cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int
+) -> Seq2Seq:
+    """Build and initialise a ``Seq2Seq`` from ``ModelConfig``; the decoder style is
+    ``decoder.style or attention.style``. Raises ValueError on bad config values."""
+    cfg = model_cfg
+    style = validate_model_config(cfg)
+    encoder = BiGRUEncoder(
+        src_vocab_size,
+        cfg.emb_dim,
+        cfg.encoder.hidden_size,
+        layers=cfg.encoder.layers,
+        dropout=cfg.encoder.dropout,
+        emb_dropout=cfg.emb_dropout,
+    )
+    hd = cfg.decoder.hidden_size
+    bridge = BRIDGES[cfg.bridge](encoder.output_size, hd, cfg.decoder.layers)
+    attention = build_attention(
+        cfg.attention.type,
+        hd,
+        encoder.output_size,
+        cfg.attention.dim,
+        cfg.attention.heads,
+    )
+    decoder = DECODERS[style](
+        tgt_vocab_size,
+        cfg.emb_dim,
+        hd,
+        attention,
+        layers=cfg.decoder.layers,
+        dropout=cfg.decoder.dropout,
+        emb_dropout=cfg.emb_dropout,
+        word_dropout=cfg.word_dropout,
+        tie_embeddings=cfg.tie_embeddings,
+        input_feeding=cfg.decoder.input_feeding,
+    )
+    model = Seq2Seq(encoder, bridge, decoder)
+    init_weights(model)
+    return model

@@ -1,0 +1,189 @@
+"""Decoder and Seq2Seq: teacher forcing equals a loop of ``step`` for every attention ×
+style × input feeding; the parallel Luong path equals its step path; config checks."""
+
+import pytest
+import torch
+from torch.nn import functional as F
+from torch.testing import assert_close
+
+from seq2seq.config import AttentionConfig, DecoderConfig, EncoderConfig, ModelConfig
+from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
+from seq2seq.model.attention import ATTENTIONS
+from seq2seq.model.decoder import Decoder, word_dropout
+from seq2seq.model.seq2seq import build_model
+
+V_SRC, V_TGT = 15, 17
+
+
+def tiny_config(attention="bahdanau", style=None, feeding=True, **model_kw):
+    return ModelConfig(
+        emb_dim=6,
+        emb_dropout=0.3,
+        encoder=EncoderConfig(hidden_size=4, layers=2, dropout=0.3),
+        decoder=DecoderConfig(
+            style=style, hidden_size=8, layers=2, dropout=0.3, input_feeding=feeding
+        ),
+        attention=AttentionConfig(type=attention, heads=2),
+        **model_kw,
+    )
+
+
+def tiny_batch():
+    torch.manual_seed(5)
+    lengths = torch.tensor([5, 3, 1])
+    mask = torch.arange(5)[None] < lengths[:, None]
+    src = torch.randint(4, V_SRC, (3, 5)).masked_fill(~mask, PAD_ID)
+    tgt_in = torch.randint(4, V_TGT, (3, 4))
+    tgt_in[:, 0] = BOS_ID
+    return src, lengths, mask, tgt_in
+
+
+def _model(cfg):
+    torch.manual_seed(0)
+    return build_model(cfg, V_SRC, V_TGT).eval()
+
+
+COMBOS = [
+    (att, style, feeding)
+    for att in ATTENTIONS
+    for style in ("bahdanau", "luong")
+    for feeding in (False, True)
+]
+
+
+@pytest.mark.parametrize(("attention", "style", "feeding"), COMBOS)
+def test_forward_equals_step_loop(attention, style, feeding):
+    model = _model(tiny_config(attention, style, feeding))
+    src, lengths, mask, tgt_in = tiny_batch()
+    with torch.no_grad():
+        out = model(src, lengths, mask, tgt_in)
+        assert out.logits.shape == (3, 4, V_TGT)
+        assert out.attention.shape == (3, 4, 5)
+        state = model.init_state(model.encode(src, lengths, mask))
+        for t in range(4):
+            log_probs, state, weights = model.step(tgt_in[:, t], state)
+            assert_close(log_probs, F.log_softmax(out.logits[:, t], dim=-1))
+            assert_close(weights, out.attention[:, t])
+
+
+@pytest.mark.parametrize("attention", ["luong_general", "multihead", "bahdanau"])
+def test_parallel_luong_path_equals_its_step_path(attention):
+    model = _model(tiny_config(attention, "luong", feeding=False))
+    src, lengths, mask, tgt_in = tiny_batch()
+    dec = model.decoder
+    with torch.no_grad():
+        state = model.init_state(model.encode(src, lengths, mask))
+        emb = dec.embed(tgt_in)
+        fast = dec.features(emb, state)
+        loop = Decoder.features(dec, emb, state)  # the generic step loop
+    assert_close(fast[0], loop[0])  # features
+    assert_close(fast[1], loop[1])  # weights
+    if attention == "multihead":
+        assert_close(fast[2], loop[2])  # per-head weights
+
+
+def test_multihead_returns_heads_and_their_mean():
+    model = _model(tiny_config("multihead", "luong"))
+    src, lengths, mask, tgt_in = tiny_batch()
+    out = model(src, lengths, mask, tgt_in)
+    assert out.head_attention.shape == (3, 2, 4, 5)
+    assert_close(out.head_attention.mean(1), out.attention)
+    assert_close(out.attention.sum(-1), torch.ones(3, 4))
+
+
+def test_no_attention_returns_zero_weights():
+    out = _model(tiny_config("none"))(*tiny_batch())
+    assert torch.equal(out.attention, torch.zeros(3, 4, 5))
+    assert out.head_attention is None
+
+
+@pytest.mark.parametrize("emb_dim", [6, 8])
+def test_tied_embeddings(emb_dim):
+    cfg = tiny_config("luong_general", "luong", tie_embeddings=True)
+    cfg.emb_dim = emb_dim  # 6: a projection 8 → 6 before the tied output; 8: none
+    model = _model(cfg)
+    dec = model.decoder
+    assert dec.output.proj.weight is dec.embedding.weight
+    assert isinstance(dec.output.pre, torch.nn.Linear) == (emb_dim != 8)
+    out = model(*tiny_batch())
+    out.logits.sum().backward()
+    assert dec.embedding.weight.grad is not None
+
+
+def test_scheduled_sampling():
+    model = _model(tiny_config("bahdanau"))
+    src, lengths, mask, tgt_in = tiny_batch()
+    with torch.no_grad():
+        gold = model(src, lengths, mask, tgt_in)
+        never = model(src, lengths, mask, tgt_in, sampling_ratio=1e-12)
+        always = model(src, lengths, mask, tgt_in, sampling_ratio=1.0)
+        state = model.init_state(model.encode(src, lengths, mask))
+        prev = tgt_in[:, 0]
+        for t in range(4):
+            log_probs, state, _ = model.step(prev, state)
+            assert_close(log_probs, F.log_softmax(always.logits[:, t], -1))
+            prev = log_probs.argmax(-1)
+    assert_close(never.logits, gold.logits)
+
+
+def test_word_dropout():
+    tokens = torch.tensor([[BOS_ID, 5, 6, 7, PAD_ID]] * 200)
+    assert torch.equal(word_dropout(tokens, 0.5, training=False), tokens)
+    dropped = word_dropout(tokens, 0.5, training=True)
+    changed = dropped != tokens
+    assert (dropped[changed] == UNK_ID).all()
+    assert not changed[:, 0].any() and not changed[:, 4].any()
+    assert 0.4 < changed[:, 1:4].float().mean() < 0.6
+
+
+def test_same_seed_same_model():
+    a, b = _model(tiny_config()), _model(tiny_config())
+    for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q), name
+    assert (a.decoder.embedding.weight[PAD_ID] == 0).all()
+
+
+def test_style_defaults_to_the_attention_style():
+    cfg = tiny_config("luong_general")
+    cfg.attention.style = "luong"
+    assert _model(cfg).decoder.style == "luong"
+    cfg.decoder.style = "bahdanau"
+    assert _model(cfg).decoder.style == "bahdanau"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("attention.type", "fancy", "luong_general"),
+        ("decoder.style", "transformer", "bahdanau"),
+        ("bridge", "linear", "zero"),
+        ("emb_dropout", 1.5, "emb_dropout"),
+        ("decoder.hidden_size", 0, "decoder.hidden_size"),
+    ],
+)
+def test_bad_config_values_raise(field, value, match):
+    cfg = tiny_config()
+    *path, last = field.split(".")
+    obj = cfg
+    for part in path:
+        obj = getattr(obj, part)
+    setattr(obj, last, value)
+    with pytest.raises(ValueError, match=match):
+        build_model(cfg, V_SRC, V_TGT)
+
+
+def test_training_step_reduces_loss():
+    torch.manual_seed(0)
+    model = build_model(tiny_config("luong_dot", "luong"), V_SRC, V_TGT)
+    src, lengths, mask, tgt_in = tiny_batch()
+    tgt_out = torch.roll(tgt_in, -1, dims=1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(20):
+        logits = model(src, lengths, mask, tgt_in).logits
+        loss = F.cross_entropy(logits.reshape(-1, V_TGT), tgt_out.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] * 0.7
