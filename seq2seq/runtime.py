@@ -1,0 +1,67 @@
+"""Device, precision, threads and seeding: decided once at the entry point."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def select_device(name: str) -> torch.device:
+    """Resolve ``auto | cpu | cuda[:i]``; asking for CUDA without one is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            "trainer.device=cuda but torch sees no CUDA device; use trainer.device=cpu "
+            "or auto"
+        )
+    return device
+
+
+def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype, or None for fp32. ``auto``: bf16 on CUDA, fp32 on CPU."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" else "fp32"
+    if precision == "fp32":
+        return None
+    if device.type != "cuda" and precision == "fp16":
+        raise ValueError("fp16 autocast needs CUDA; use precision=fp32 or bf16 on CPU")
+    return torch.bfloat16 if precision == "bf16" else torch.float16
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    """An autocast context for ``dtype``, or a no-op context for fp32."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (all devices) once, at the entry point."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def configure_threads(threads: int | None) -> None:
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def configure_cuda(device: torch.device) -> None:
+    """Let cuDNN pick fast kernels and matmuls use TF32 on CUDA."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True

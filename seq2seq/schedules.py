@@ -1,0 +1,73 @@
+"""Learning-rate schedules and the scheduled-sampling (teacher-forcing) schedule."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+PLATEAU_MODES = {"bleu": "max", "chrf": "max", "loss": "min"}
+
+
+class WarmupThen(torch.optim.lr_scheduler.LambdaLR):
+    """Linear warm-up over ``warmup_steps``, then constant or inverse-sqrt decay."""
+
+    def __init__(self, optimizer, warmup_steps: int, decay: bool) -> None:
+        def factor(step: int) -> float:
+            step = step + 1
+            if warmup_steps and step < warmup_steps:
+                return step / warmup_steps
+            if decay and warmup_steps:
+                return math.sqrt(warmup_steps / step)
+            return 1.0
+
+        super().__init__(optimizer, factor)
+
+
+def build_scheduler(cfg, optimizer, metric: str):
+    """Return ``(step_scheduler, plateau_scheduler)``; either may be None.
+
+    The step scheduler advances every optimizer step (warm-up); the plateau scheduler
+    advances at every validation with the early-stopping metric.
+    """
+    if cfg.name not in ("plateau", "constant", "warmup"):
+        raise ValueError(
+            f"scheduler.name must be plateau, constant or warmup, got {cfg.name!r}"
+        )
+    step_sched = None
+    if cfg.warmup_steps or cfg.name == "warmup":
+        step_sched = WarmupThen(optimizer, cfg.warmup_steps, decay=cfg.name == "warmup")
+    plateau = None
+    if cfg.name == "plateau":
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer,
+            mode=PLATEAU_MODES[metric],
+            factor=cfg.factor,
+            patience=cfg.patience,
+            min_lr=cfg.min_lr,
+        )
+    return step_sched, plateau
+
+
+def teacher_forcing_ratio(
+    schedule: str, step: int, k: float, min_ratio: float
+) -> float:
+    """Probability of feeding the gold token at ``step`` (Bengio et al., 2015).
+
+    linear: ``1 - (1 - min_ratio) * step / k``; exponential: ``exp(-step / k)``;
+    inverse sigmoid: ``k / (k + exp(step / k))``. All floored at ``min_ratio``.
+    """
+    if schedule == "none":
+        return 1.0
+    if schedule == "linear":
+        ratio = 1.0 - (1.0 - min_ratio) * step / k
+    elif schedule == "exponential":
+        ratio = math.exp(-step / k)
+    elif schedule == "inverse_sigmoid":
+        ratio = k / (k + math.exp(min(step / k, 700.0)))
+    else:
+        raise ValueError(
+            "trainer.teacher_forcing.schedule must be none, linear, exponential or "
+            f"inverse_sigmoid, got {schedule!r}"
+        )
+    return max(min_ratio, min(1.0, ratio))

@@ -1,0 +1,538 @@
+"""The training loop: teacher forcing, AMP, clipping, schedules, validation, early stop.
+
+The trainer knows the model only through ``forward`` / ``translate_batch``; everything
+it needs to continue exactly after a crash goes into the checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from seq2seq.align import save_alignment_pictures
+from seq2seq.checkpoint import (
+    library_versions,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from seq2seq.data.batching import Batch, make_loader
+from seq2seq.data.prepare import (
+    PreparedData,
+    format_stats,
+    prepare_data,
+    resolve_cache_root,
+)
+from seq2seq.evaluate import detokenize, token_loss, translate_split, write_lines
+from seq2seq.metrics import score
+from seq2seq.model.seq2seq import Seq2Seq, build_model
+from seq2seq.runtime import (
+    autocast,
+    configure_cuda,
+    configure_threads,
+    resolve_precision,
+    seed_everything,
+    select_device,
+)
+from seq2seq.schedules import build_scheduler, teacher_forcing_ratio
+from seq2seq.tracking import Tracker, progress_bar
+from seq2seq.validation import validate
+
+log = logging.getLogger(__name__)
+
+METRIC_MODES = {"bleu": "max", "chrf": "max", "loss": "min"}
+
+
+@dataclass
+class Progress:
+    """Counters that a checkpoint carries so a resumed run continues exactly."""
+
+    step: int = 0
+    epoch: int = 0
+    best_metric: float | None = None
+    bad_validations: int = 0
+    skipped_batches: int = 0
+    history: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    best_checkpoint: Path | None
+    last_checkpoint: Path
+    progress: Progress
+    stop_reason: str
+
+
+class StopRequested:
+    """Turns SIGINT / SIGTERM into a flag the loop checks after each step."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopRequested:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            # Outside the main thread signals cannot be caught: leave them alone.
+            with contextlib.suppress(ValueError):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        log.warning(
+            "signal %d: finishing the current step, then saving last.pt", signum
+        )
+        self.requested = True
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class Trainer:
+    """Owns the model, optimizer, schedules and the run directory's artifacts."""
+
+    def __init__(
+        self,
+        cfg: DictConfig,
+        run_dir: Path,
+        data: PreparedData,
+        device: torch.device,
+    ) -> None:
+        self.cfg, self.run_dir, self.data, self.device = cfg, run_dir, data, device
+        self.tcfg = cfg.trainer
+        self.amp_dtype = resolve_precision(self.tcfg.precision, device)
+        tok = data.tokenizer
+        self.model: Seq2Seq = build_model(
+            cfg.model, tok.src_vocab_size, tok.tgt_vocab_size
+        ).to(device)
+        self.optimizer = _build_optimizer(cfg.optim, self.model)
+        metric = self.tcfg.early_stopping_metric
+        if metric not in METRIC_MODES:
+            raise ValueError(
+                f"trainer.early_stopping_metric must be one of {sorted(METRIC_MODES)}, "
+                f"got {metric!r}"
+            )
+        self.step_sched, self.plateau = build_scheduler(
+            cfg.scheduler, self.optimizer, metric
+        )
+        self.scaler = torch.amp.GradScaler(
+            device.type, enabled=self.amp_dtype == torch.float16
+        )
+        self.loader = make_loader(
+            data.splits["train"],
+            batch_tokens=cfg.data.batch_tokens,
+            shuffle=True,
+            seed=self.tcfg.seed,
+            pin_memory=device.type == "cuda",
+        )
+        self.sampler = self.loader.batch_sampler
+        self.progress = Progress()
+        self.ckpt_dir = run_dir / "checkpoints"
+        self.tracker = Tracker(run_dir / "tb")
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+
+    # ----------------------------------------------------------------- checkpoints
+    def state(self) -> dict:
+        return {
+            "format": "seq2seq-checkpoint",
+            "format_version": 1,
+            "model": self.model.state_dict(),
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "tokenizer": self.data.tokenizer.to_bytes(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": {
+                "step": self.step_sched.state_dict() if self.step_sched else None,
+                "plateau": self.plateau.state_dict() if self.plateau else None,
+            },
+            "scaler": self.scaler.state_dict(),
+            "step": self.progress.step,
+            "epoch": self.progress.epoch,
+            "progress": asdict(self.progress),
+            "rng": rng_state(),
+            "sampler": self.sampler.state_dict(),
+            "best_metric": self.progress.best_metric,
+            "versions": library_versions(),
+        }
+
+    def save(self, name: str) -> Path:
+        path = self.ckpt_dir / name
+        save_checkpoint(path, self.state())
+        return path
+
+    def resume(self, path: Path) -> None:
+        state = load_checkpoint(path, map_location=self.device)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.step_sched and state["scheduler"]["step"]:
+            self.step_sched.load_state_dict(state["scheduler"]["step"])
+        if self.plateau and state["scheduler"]["plateau"]:
+            self.plateau.load_state_dict(state["scheduler"]["plateau"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.progress = Progress(**state["progress"])
+        self.sampler.load_state_dict(state["sampler"])
+        set_rng_state(state["rng"])
+        log.info(
+            "resumed from %s at step %d, epoch %d", path, state["step"], state["epoch"]
+        )
+
+    # ------------------------------------------------------------------- training
+    def train_step(self, batches: list[Batch]) -> dict | None:
+        """One optimizer step over ``accumulate`` micro-batches; None if skipped."""
+        self.model.train()
+        ratio = teacher_forcing_ratio(
+            self.tcfg.teacher_forcing.schedule,
+            self.progress.step,
+            self.tcfg.teacher_forcing.k,
+            self.tcfg.teacher_forcing.min_ratio,
+        )
+        total_tokens = sum(b.n_tokens for b in batches)
+        loss_sum = torch.zeros((), device=self.device)
+        for batch in batches:
+            batch = batch.to(self.device, non_blocking=True)
+            with autocast(self.device, self.amp_dtype):
+                out = self.model(
+                    batch.src,
+                    batch.src_lengths,
+                    batch.src_mask,
+                    batch.tgt_in,
+                    sampling_ratio=1.0 - ratio,
+                )
+                loss = token_loss(out.logits, batch.tgt_out, self.tcfg.label_smoothing)
+            self.scaler.scale(loss / total_tokens).backward()
+            loss_sum += loss.detach()
+        self.scaler.unscale_(self.optimizer)
+        clip = self.tcfg.clip_grad_norm or float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        # One host sync per step: a non-finite loss must never reach the weights.
+        if not bool(torch.isfinite(loss_sum) & torch.isfinite(grad_norm)):
+            return self._nonfinite(batches)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.step_sched:
+            self.step_sched.step()
+        return {"loss_sum": loss_sum, "tokens": total_tokens, "grad_norm": grad_norm}
+
+    def _nonfinite(self, batches: list[Batch]) -> None:
+        ids = [int(i) for b in batches for i in b.ids[:8]]
+        step, epoch = self.progress.step + 1, self.progress.epoch
+        where = f"step {step}, epoch {epoch}, batch ids {ids}"
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.tcfg.nonfinite == "stop":
+            raise FloatingPointError(f"non-finite loss or gradient at {where}")
+        self.progress.skipped_batches += 1
+        log.warning(
+            "non-finite loss or gradient at %s: batch skipped (%d so far)",
+            where,
+            self.progress.skipped_batches,
+        )
+        return None
+
+    def _micro_batches(self):
+        """Yield groups of ``accumulate`` batches for the current epoch."""
+        group: list[Batch] = []
+        for batch in self.loader:
+            group.append(batch)
+            if len(group) == self.tcfg.accumulate:
+                yield group
+                group = []
+        if group:
+            yield group
+
+    def fit(self) -> TrainResult:
+        """Train until a limit, early stopping or a signal; return where things are."""
+        start = time.monotonic()
+        reason = "max_epochs"
+        with StopRequested() as stop:
+            while self.progress.epoch < self.tcfg.max_epochs:
+                reason = self._run_epoch(start, stop)
+                if reason != "epoch_end":
+                    if (
+                        reason in ("max_steps", "max_minutes")
+                        and not self._validated_now()
+                    ):
+                        self._validate_and_checkpoint()
+                    break
+                self.progress.epoch += 1
+                self.sampler.set_epoch(self.progress.epoch)
+                if self._validate_and_checkpoint() == "early_stop":
+                    reason = "early_stop"
+                    break
+                reason = "max_epochs"
+        last = self.save("last.pt")
+        best = self.ckpt_dir / "best.pt"
+        log.info("training stopped (%s) at step %d", reason, self.progress.step)
+        return TrainResult(
+            self.run_dir, best if best.exists() else None, last, self.progress, reason
+        )
+
+    def _run_epoch(self, start: float, stop: StopRequested) -> str:
+        bar = progress_bar(
+            total=len(self.sampler),
+            enabled=self.tcfg.progress,
+            desc=f"epoch {self.progress.epoch + 1}",
+        )
+        bar.update(self.sampler.state_dict().get("position", 0))
+        window = _ThroughputWindow()
+        try:
+            for batches in self._micro_batches():
+                stats = self.train_step(batches)
+                bar.update(len(batches))
+                if stats is None:
+                    continue
+                self.progress.step += 1
+                window.add(stats)
+                if self.progress.step % self.tcfg.log_every == 0:
+                    self._log_train(window.flush(), bar)
+                reason = self._limit_reached(start, stop)
+                if reason:
+                    return reason
+                every = self.tcfg.valid_every
+                if (
+                    every
+                    and self.progress.step % every == 0
+                    and self._validate_and_checkpoint() == "early_stop"
+                ):
+                    return "early_stop"
+        finally:
+            bar.close()
+        return "epoch_end"
+
+    def _limit_reached(self, start: float, stop: StopRequested) -> str:
+        if stop.requested:
+            return "signal"
+        if self.tcfg.max_steps and self.progress.step >= self.tcfg.max_steps:
+            return "max_steps"
+        if (
+            self.tcfg.max_minutes
+            and time.monotonic() - start >= 60 * self.tcfg.max_minutes
+        ):
+            return "max_minutes"
+        return ""
+
+    def _log_train(self, window: dict, bar) -> None:
+        lr = self.optimizer.param_groups[0]["lr"]
+        loss = window["loss"]
+        self.tracker.scalars(
+            {
+                "train/loss": loss,
+                "train/ppl": math.exp(min(loss, 50.0)),
+                "train/lr": lr,
+                "train/grad_norm": window["grad_norm"],
+                "train/tokens_per_sec": window["tokens_per_sec"],
+            },
+            self.progress.step,
+        )
+        bar.set_postfix(
+            loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{window['tokens_per_sec']:.0f}"
+        )
+
+    # ----------------------------------------------------------------- validation
+    def _validate_and_checkpoint(self) -> str:
+        """Validate, log, keep best.pt / last.pt, step the plateau schedule."""
+        metrics = validate(
+            self.model,
+            self.data,
+            self.cfg,
+            self.device,
+            self.amp_dtype,
+            self.tracker,
+            self.progress.step,
+        )
+        metric = metrics[self.tcfg.early_stopping_metric]
+        self.progress.history.append({"step": self.progress.step, **metrics})
+        if self.plateau:
+            self.plateau.step(metric)
+        improved = self._is_better(metric)
+        if improved:
+            self.progress.best_metric = metric
+            self.progress.bad_validations = 0
+        else:
+            self.progress.bad_validations += 1
+        log.info(
+            "step %d | valid loss %.3f ppl %.2f | BLEU %.2f chrF %.2f | lr %.2e%s",
+            self.progress.step,
+            metrics["loss"],
+            metrics["ppl"],
+            metrics["bleu"],
+            metrics["chrf"],
+            self.optimizer.param_groups[0]["lr"],
+            " | new best" if improved else "",
+        )
+        if improved:
+            self.save("best.pt")
+        self.save("last.pt")
+        patience = self.tcfg.patience
+        if patience is not None and self.progress.bad_validations > patience:
+            log.info("early stopping: no improvement in %d validations", patience + 1)
+            return "early_stop"
+        return "continue"
+
+    def _validated_now(self) -> bool:
+        history = self.progress.history
+        return bool(history) and history[-1]["step"] == self.progress.step
+
+    def _is_better(self, metric: float) -> bool:
+        best = self.progress.best_metric
+        if best is None:
+            return True
+        if METRIC_MODES[self.tcfg.early_stopping_metric] == "max":
+            return metric > best
+        return metric < best
+
+
+class _ThroughputWindow:
+    """Accumulates loss and tokens between logging steps; syncs only when flushed."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.loss_sum = 0.0
+        self.tokens = 0
+        self.grad_norms: list[torch.Tensor] = []
+        self.start = time.perf_counter()
+
+    def add(self, stats: dict) -> None:
+        self.loss_sum = self.loss_sum + stats["loss_sum"]
+        self.tokens += stats["tokens"]
+        self.grad_norms.append(stats["grad_norm"])
+
+    def flush(self) -> dict:
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        out = {
+            "loss": float(self.loss_sum) / max(self.tokens, 1),
+            "grad_norm": float(torch.stack(self.grad_norms).float().mean()),
+            "tokens_per_sec": self.tokens / elapsed,
+        }
+        self._reset()
+        return out
+
+
+def _build_optimizer(cfg, model: torch.nn.Module) -> torch.optim.Optimizer:
+    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+    if cfg.name not in kinds:
+        raise ValueError(f"optim.name must be one of {sorted(kinds)}, got {cfg.name!r}")
+    return kinds[cfg.name](
+        model.parameters(),
+        lr=cfg.lr,
+        betas=tuple(cfg.betas),
+        weight_decay=cfg.weight_decay,
+    )
+
+
+def find_resume_checkpoint(cfg: DictConfig, run_dir: Path) -> Path | None:
+    """The checkpoint to resume from, or None to start fresh.
+
+    ``trainer.resume_from=PATH`` wins. ``trainer.resume=true`` takes ``last.pt`` of this
+    run directory (``hydra.run.dir=...``) or else the newest ``last.pt`` of the sibling
+    run directories (the previous run of ``seq2seq-train``).
+    """
+    if cfg.trainer.resume_from:
+        path = Path(cfg.trainer.resume_from)
+        if not path.is_file():
+            raise FileNotFoundError(f"trainer.resume_from={path} does not exist")
+        return path
+    if not cfg.trainer.resume:
+        return None
+    own = run_dir / "checkpoints" / "last.pt"
+    if own.is_file():
+        return own
+    siblings = sorted(
+        run_dir.parent.glob("*/checkpoints/last.pt"), key=lambda p: p.stat().st_mtime
+    )
+    if siblings:
+        return siblings[-1]
+    log.warning(
+        "trainer.resume=true but no last.pt under %s: starting fresh", run_dir.parent
+    )
+    return None
+
+
+def run_training(cfg: DictConfig, run_dir: Path) -> float | None:
+    """Prepare data, train, score the best checkpoint on test, and say where things are.
+
+    Returns the best validation metric, so Hydra sweeps can compare runs.
+    """
+    seed_everything(cfg.trainer.seed)
+    configure_threads(cfg.trainer.threads)
+    device = select_device(cfg.trainer.device)
+    configure_cuda(device)
+    data = prepare_data(cfg.data, cfg.tokenizer, resolve_cache_root(cfg.data.cache_dir))
+    log.info("corpus:\n%s", format_stats(data.stats))
+    trainer = Trainer(cfg, run_dir, data, device)
+    log.info("model: %s parameters, device %s", f"{trainer.n_params:,}", device)
+    trainer.tracker.config(OmegaConf.to_yaml(cfg, resolve=True))
+    checkpoint = find_resume_checkpoint(cfg, run_dir)
+    if checkpoint is not None:
+        trainer.resume(checkpoint)
+    result = trainer.fit()
+    report = finish(trainer, result)
+    print(report)
+    return result.progress.best_metric
+
+
+def finish(trainer: Trainer, result: TrainResult) -> str:
+    """Score the best checkpoint on test, save its alignment pictures, log hparams."""
+    cfg, run_dir = trainer.cfg, trainer.run_dir
+    lines = [f"run directory: {run_dir}", f"stopped: {result.stop_reason}"]
+    metrics = {"hparam/best_valid": result.progress.best_metric or 0.0}
+    if result.best_checkpoint is not None:
+        best = load_checkpoint(result.best_checkpoint, map_location=trainer.device)
+        trainer.model.load_state_dict(best["model"])
+        lines.append(f"best checkpoint: {result.best_checkpoint} (step {best['step']})")
+        if cfg.evaluate_test and "test" in trainer.data.splits:
+            scores = score_split(trainer, "test")
+            metrics.update(
+                {"hparam/test_bleu": scores.bleu, "hparam/test_chrf": scores.chrf}
+            )
+            lines.append(f"test: {scores.summary()}")
+        pictures = save_alignment_pictures(
+            trainer.model, trainer.data, cfg, trainer.device, run_dir / "alignments"
+        )
+        lines.append(f"alignment pictures: {pictures}")
+    trainer.tracker.hparams(hparams_of(cfg, trainer.n_params), metrics)
+    trainer.tracker.close()
+    lines.append(f"TensorBoard: tensorboard --logdir {run_dir / 'tb'}")
+    return "\n".join(lines)
+
+
+def score_split(trainer: Trainer, name: str):
+    split = trainer.data.splits[name]
+    hyps = translate_split(
+        trainer.model,
+        split,
+        trainer.cfg.decode,
+        trainer.device,
+        trainer.cfg.data.batch_tokens,
+        trainer.amp_dtype,
+    )
+    texts = detokenize(trainer.data.tokenizer, hyps)
+    write_lines(trainer.run_dir / "hyps" / f"{name}.txt", texts)
+    return score(texts, split.tgt_text)
+
+
+def hparams_of(cfg: DictConfig, n_params: int) -> dict:
+    model = cfg.model
+    return {
+        "attention": model.attention.type,
+        "decoder_style": model.decoder.style or model.attention.style,
+        "input_feeding": model.decoder.input_feeding,
+        "emb_dim": model.emb_dim,
+        "encoder_hidden": model.encoder.hidden_size,
+        "decoder_hidden": model.decoder.hidden_size,
+        "lr": cfg.optim.lr,
+        "label_smoothing": cfg.trainer.label_smoothing,
+        "beam_size": cfg.decode.beam_size,
+        "parameters": n_params,
+    }

@@ -1,0 +1,39 @@
+"""Shared builders for the trainer and CLI tests: a tiny phrasebook run on CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from seq2seq.config import register_configs
+from seq2seq.paths import CONFIG_DIR
+
+register_configs()
+
+TINY = [
+    "data=phrasebook",
+    "data.phrasebook.train_size=400",
+    "data.phrasebook.validation_size=40",
+    "data.phrasebook.test_size=40",
+    "data.batch_tokens=600",
+    "tokenizer.vocab_size=300",
+    "model=tiny",
+    "model.emb_dim=32",
+    "model.encoder.hidden_size=32",
+    "model.decoder.hidden_size=64",
+    "scheduler=constant",
+    "trainer=debug",
+    "trainer.threads=1",
+    "trainer.progress=false",
+]
+
+
+def tiny_train_config(cache_dir: Path, *overrides: str) -> DictConfig:
+    """The train config of a tiny phrasebook model, caching in ``cache_dir``."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(
+            config_name="train",
+            overrides=[*TINY, f"data.cache_dir={cache_dir}", *overrides],
+        )

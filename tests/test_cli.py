@@ -1,0 +1,164 @@
+"""End to end through the console scripts: train → evaluate → translate → align."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers import TINY
+
+pytestmark = pytest.mark.slow
+
+
+def _run(tmp_path: Path, script: str, *args: str, stdin: str | None = None):
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / script), *args],
+        cwd=tmp_path,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("cli")
+    run_dir = tmp / "run"
+    proc = _run(
+        tmp,
+        "seq2seq-train",
+        *TINY,
+        f"data.cache_dir={tmp / 'cache'}",
+        "trainer.max_steps=30",
+        f"hydra.run.dir={run_dir}",
+    )
+    assert "test: BLEU" in proc.stdout
+    assert "tensorboard --logdir" in proc.stdout
+    assert (run_dir / "alignments" / "valid_0.png").is_file()
+    assert (run_dir / "hyps" / "test.txt").is_file()
+    assert not (tmp / "outputs").exists() or run_dir.exists()
+    return tmp, run_dir / "checkpoints" / "best.pt"
+
+
+def test_evaluate_prints_scores_with_signatures(trained):
+    tmp, ckpt = trained
+    proc = _run(
+        tmp,
+        "seq2seq-evaluate",
+        f"checkpoint={ckpt}",
+        "split=validation",
+        "beam_size=3",
+        "lowercase=true",
+        f"hydra.run.dir={tmp / 'eval'}",
+    )
+    assert "BLEU" in proc.stdout and "chrF" in proc.stdout
+    assert "nrefs:1" in proc.stdout  # sacreBLEU signature
+    hyps = (tmp / "eval" / "hyps" / "validation.txt").read_text().splitlines()
+    assert len(hyps) == 40
+
+
+def test_evaluate_on_another_corpus(trained, tmp_path):
+    tmp, ckpt = trained
+    (tmp_path / "test.jsonl").write_text(
+        "\n".join(
+            json.dumps({"en": s, "fr": t})
+            for s, t in [
+                ("the blue notebook", "le carnet bleu"),
+                ("I love you", "je t'aime"),
+            ]
+        )
+        + "\n"
+    )
+    for split in ("train", "validation"):
+        (tmp_path / f"{split}.jsonl").write_text((tmp_path / "test.jsonl").read_text())
+    proc = _run(
+        tmp,
+        "seq2seq-evaluate",
+        f"checkpoint={ckpt}",
+        "+data.name=local",
+        f"+data.local_dir={tmp_path}",
+        f"hydra.run.dir={tmp / 'eval2'}",
+    )
+    assert "(2 sentences" in proc.stdout
+
+
+def test_translate_keeps_empty_lines_and_truncates_long_ones(trained):
+    tmp, ckpt = trained
+    long_line = " ".join(["the blue notebook"] * 60)
+    proc = _run(
+        tmp,
+        "seq2seq-translate",
+        f"checkpoint={ckpt}",
+        "max_input_pieces=20",
+        f"hydra.run.dir={tmp / 'tr'}",
+        stdin=f"I love you\n\nthe small blue chairs\n{long_line}\n",
+    )
+    lines = proc.stdout.split("\n")
+    assert len(lines) == 5 and lines[-1] == ""
+    assert lines[1] == "" and lines[0] and lines[2] and lines[3]
+    assert "translating only the first 20" in proc.stderr
+
+
+@pytest.mark.parametrize("fmt", ["png", "html", "terminal", "pharaoh", "json", "npy"])
+def test_align_every_format(trained, fmt):
+    tmp, ckpt = trained
+    out_dir = tmp / f"align_{fmt}"
+    proc = _run(
+        tmp,
+        "seq2seq-align",
+        f"checkpoint={ckpt}",
+        "text=the small blue chairs",
+        f"format={fmt}",
+        f"hydra.run.dir={out_dir}",
+    )
+    assert "not a causal explanation" in proc.stdout
+    if fmt == "png":
+        assert (out_dir / "alignments" / "alignment_0.png").stat().st_size > 1000
+    elif fmt == "html":
+        page = (out_dir / "alignments.html").read_text()
+        assert "chairs" in page and "http://" not in page
+    elif fmt == "terminal":
+        assert "chairs" in proc.stdout
+    elif fmt == "pharaoh":
+        links = (out_dir / "alignments.txt").read_text().split()
+        assert links and all("-" in link for link in links)
+    elif fmt == "json":
+        record = json.loads((out_dir / "alignments.json").read_text())[0]
+        weights = np.array(record["weights"])
+        assert weights.shape == (len(record["tgt_tokens"]), len(record["src_tokens"]))
+        np.testing.assert_allclose(weights.sum(1), 1.0, atol=1e-5)
+    else:
+        assert np.load(out_dir / "alignments" / "alignment_0.npy").ndim == 2
+
+
+def test_align_from_split_with_reference_and_merged_words(trained):
+    tmp, ckpt = trained
+    proc = _run(
+        tmp,
+        "seq2seq-align",
+        f"checkpoint={ckpt}",
+        "text=the blue notebook",
+        "reference=le carnet bleu",
+        "merge_subwords=true",
+        "format=terminal",
+        f"hydra.run.dir={tmp / 'align_ref'}",
+    )
+    assert "carnet" in proc.stdout
+    _run(
+        tmp,
+        "seq2seq-align",
+        f"checkpoint={ckpt}",
+        "split=validation",
+        "index=[0,3]",
+        "format=png",
+        f"hydra.run.dir={tmp / 'align_split'}",
+    )
+    assert (tmp / "align_split" / "alignments" / "alignment_1.png").is_file()

@@ -1,0 +1,170 @@
+"""The training loop: exact resume, TensorBoard tags, non-finite losses, signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from seq2seq import train as train_module
+from seq2seq.checkpoint import load_checkpoint
+from seq2seq.data.prepare import prepare_data
+from seq2seq.runtime import seed_everything
+from seq2seq.train import Trainer
+from tests.helpers import tiny_train_config
+
+
+def _trainer(tmp_path: Path, run: str, *overrides: str) -> Trainer:
+    cfg = tiny_train_config(tmp_path / "cache", *overrides)
+    seed_everything(cfg.trainer.seed)
+    data = prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
+    return Trainer(cfg, tmp_path / run, data, torch.device("cpu"))
+
+
+def _events(run_dir: Path) -> EventAccumulator:
+    acc = EventAccumulator(
+        str(run_dir / "tb"), size_guidance={"images": 0, "scalars": 0}
+    )
+    acc.Reload()
+    return acc
+
+
+def _losses(run_dir: Path) -> dict[int, float]:
+    return {e.step: e.value for e in _events(run_dir).Scalars("train/loss")}
+
+
+def test_resumed_run_continues_the_uninterrupted_one_exactly(tmp_path):
+    common = [
+        "trainer.log_every=1",
+        "trainer.valid_every=null",
+        "trainer.max_epochs=5",
+        "data.batch_tokens=1500",
+    ]
+    full = _trainer(tmp_path, "full", *common, "trainer.max_steps=14")
+    full.fit()
+    first = _trainer(tmp_path, "first", *common, "trainer.max_steps=6")
+    first.fit()
+    resumed = _trainer(tmp_path, "resumed", *common, "trainer.max_steps=14")
+    resumed.resume(tmp_path / "first" / "checkpoints" / "last.pt")
+    resumed.fit()
+
+    assert len(full.sampler) < 14, "the run must cross an epoch boundary"
+    full_losses, resumed_losses = (
+        _losses(tmp_path / "full"),
+        _losses(tmp_path / "resumed"),
+    )
+    assert sorted(resumed_losses) == list(range(7, 15))
+    for step, loss in resumed_losses.items():
+        assert loss == full_losses[step], f"step {step}"
+    for name, weight in full.model.state_dict().items():
+        torch.testing.assert_close(
+            resumed.model.state_dict()[name], weight, rtol=0, atol=0
+        )
+
+
+def test_same_seed_same_losses_and_loss_goes_down(tmp_path):
+    overrides = ["trainer.log_every=1", "trainer.max_steps=30", "trainer.max_epochs=10"]
+    a = _trainer(tmp_path, "a", *overrides)
+    a.fit()
+    b = _trainer(tmp_path, "b", *overrides)
+    b.fit()
+    losses = _losses(tmp_path / "a")
+    assert losses == _losses(tmp_path / "b")
+    assert sum(list(losses.values())[-5:]) < sum(list(losses.values())[:5])
+
+
+def test_tensorboard_has_every_tag_at_the_expected_steps(tmp_path):
+    trainer = _trainer(tmp_path, "run", "trainer.log_every=5", "trainer.valid_every=10")
+    result = trainer.fit()
+    assert result.stop_reason == "max_steps"
+    acc = _events(tmp_path / "run")
+    scalars = set(acc.Tags()["scalars"])
+    for tag in ["loss", "ppl", "lr", "grad_norm", "tokens_per_sec"]:
+        assert [e.step for e in acc.Scalars(f"train/{tag}")] == [5, 10, 15, 20]
+    for tag in ["loss", "ppl", "bleu", "chrf"]:
+        assert f"valid/{tag}" in scalars
+        assert [e.step for e in acc.Scalars(f"valid/{tag}")] == [10, 20]
+    images = acc.Images("alignment/0")
+    assert [e.step for e in images] == [10, 20]
+    from io import BytesIO
+
+    from PIL import Image
+
+    picture = Image.open(BytesIO(images[0].encoded_image_string))
+    assert picture.size[0] > 100 and picture.size[1] > 100
+    assert "alignment/1" in acc.Tags()["images"]
+    assert (tmp_path / "run" / "checkpoints" / "best.pt").is_file()
+
+
+def test_checkpoint_is_self_contained(tmp_path):
+    trainer = _trainer(tmp_path, "run", "trainer.max_steps=3")
+    trainer.fit()
+    state = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")
+    for key in [
+        "model",
+        "config",
+        "tokenizer",
+        "optimizer",
+        "scheduler",
+        "scaler",
+        "step",
+        "epoch",
+        "rng",
+        "sampler",
+        "best_metric",
+        "versions",
+    ]:
+        assert key in state, key
+    assert state["step"] == 3
+    assert state["config"]["model"]["emb_dim"] == 32
+
+
+def test_nonfinite_loss_is_skipped_and_counted(tmp_path, monkeypatch):
+    trainer = _trainer(tmp_path, "run", "trainer.max_steps=6", "trainer.nonfinite=skip")
+    real = train_module.token_loss
+    calls = {"n": 0}
+
+    def poisoned(logits, targets, smoothing=0.0):
+        calls["n"] += 1
+        loss = real(logits, targets, smoothing)
+        return loss * float("nan") if calls["n"] == 2 else loss
+
+    monkeypatch.setattr(train_module, "token_loss", poisoned)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    result = trainer.fit()
+    assert result.progress.skipped_batches == 1
+    assert result.progress.step == 6
+    for name, weight in trainer.model.state_dict().items():
+        assert torch.isfinite(weight).all(), name
+    assert any(
+        not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items()
+    )
+
+
+def test_nonfinite_loss_can_stop_with_step_named(tmp_path, monkeypatch):
+    trainer = _trainer(tmp_path, "run", "trainer.nonfinite=stop")
+    monkeypatch.setattr(
+        train_module, "token_loss", lambda logits, t, s=0.0: logits.sum() * float("inf")
+    )
+    with pytest.raises(FloatingPointError, match="step 1, epoch 0, batch ids"):
+        trainer.fit()
+
+
+def test_sigterm_finishes_the_step_and_saves_last(tmp_path, monkeypatch):
+    trainer = _trainer(tmp_path, "run", "trainer.max_steps=50")
+    real_step = trainer.train_step
+
+    def step_then_signal(batches):
+        out = real_step(batches)
+        if trainer.progress.step == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return out
+
+    monkeypatch.setattr(trainer, "train_step", step_then_signal)
+    result = trainer.fit()
+    assert result.stop_reason == "signal"
+    assert load_checkpoint(result.last_checkpoint)["step"] == 3
