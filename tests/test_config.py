@@ -39,7 +39,15 @@ def test_checkpoint_apps_compose(app):
     "group,option",
     [
         (group, option)
-        for group in ["data", "tokenizer", "model", "optim", "scheduler", "trainer", "decode"]
+        for group in [
+            "data",
+            "tokenizer",
+            "model",
+            "optim",
+            "scheduler",
+            "trainer",
+            "decode",
+        ]
         for option in _options(group)
     ]
     + [("model/attention", option) for option in _options("model/attention")],
@@ -62,11 +70,16 @@ def test_every_experiment_composes(experiment):
 
 def test_experiment_sets_language_pair():
     cfg = _compose("train", ["experiment=multi30k_en_fr"])
-    assert (cfg.data.name, cfg.data.src_lang, cfg.data.tgt_lang) == ("multi30k", "en", "fr")
+    assert (cfg.data.name, cfg.data.src_lang, cfg.data.tgt_lang) == (
+        "multi30k",
+        "en",
+        "fr",
+    )
 
 
 @pytest.mark.parametrize(
-    "override", ["trainer.max_epoch=3", "model.encoder.hiden_size=3", "data.batch_tokens=many"]
+    "override",
+    ["trainer.max_epoch=3", "model.encoder.hiden_size=3", "data.batch_tokens=many"],
 )
 def test_typo_or_bad_type_in_override_fails(override):
     with pytest.raises(ConfigCompositionException):
@@ -79,4 +92,4 @@ def test_unknown_group_option_fails():
 
 
 def test_config_dir_is_the_repositorys():
-    assert CONFIG_DIR == Path(__file__).resolve().parent.parent / "configs"
+    assert Path(__file__).resolve().parent.parent / "configs" == CONFIG_DIR
