@@ -33,7 +33,7 @@ def _prepare(cfg: DictConfig) -> None:
 
 @hydra.main(config_path=_CONFIG_DIR, config_name="train", version_base="1.3")
 def _train(cfg: DictConfig) -> float | None:
-    from seq2seq.train import run_training
+    from seq2seq.pipeline import run_training
 
     return run_training(cfg, _run_dir())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import signal
 
 import numpy as np
 import torch
@@ -65,3 +66,28 @@ def configure_cuda(device: torch.device) -> None:
         torch.backends.cudnn.benchmark = True
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+
+
+class StopRequested:
+    """Turns SIGINT / SIGTERM into a flag the loop checks after each step."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopRequested:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            # Outside the main thread signals cannot be caught: leave them alone.
+            with contextlib.suppress(ValueError):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        log.warning(
+            "signal %d: finishing the current step, then saving last.pt", signum
+        )
+        self.requested = True
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)

@@ -6,10 +6,8 @@ it needs to continue exactly after a crash goes into the checkpoint.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,7 +15,6 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from seq2seq.align import save_alignment_pictures
 from seq2seq.checkpoint import (
     library_versions,
     load_checkpoint,
@@ -26,24 +23,11 @@ from seq2seq.checkpoint import (
     set_rng_state,
 )
 from seq2seq.data.batching import Batch, make_loader
-from seq2seq.data.prepare import (
-    PreparedData,
-    format_stats,
-    prepare_data,
-    resolve_cache_root,
-)
-from seq2seq.evaluate import detokenize, token_loss, translate_split, write_lines
-from seq2seq.metrics import score
+from seq2seq.data.prepare import PreparedData
+from seq2seq.evaluate import token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
-from seq2seq.runtime import (
-    autocast,
-    configure_cuda,
-    configure_threads,
-    resolve_precision,
-    seed_everything,
-    select_device,
-)
-from seq2seq.schedules import build_scheduler, teacher_forcing_ratio
+from seq2seq.optim import build_optimizer, build_scheduler, teacher_forcing_ratio
+from seq2seq.runtime import StopRequested, autocast, resolve_precision
 from seq2seq.tracking import Tracker, progress_bar
 from seq2seq.validation import validate
 
@@ -73,31 +57,6 @@ class TrainResult:
     stop_reason: str
 
 
-class StopRequested:
-    """Turns SIGINT / SIGTERM into a flag the loop checks after each step."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: dict[int, object] = {}
-
-    def __enter__(self) -> StopRequested:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            # Outside the main thread signals cannot be caught: leave them alone.
-            with contextlib.suppress(ValueError):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        log.warning(
-            "signal %d: finishing the current step, then saving last.pt", signum
-        )
-        self.requested = True
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
 class Trainer:
     """Owns the model, optimizer, schedules and the run directory's artifacts."""
 
@@ -115,7 +74,7 @@ class Trainer:
         self.model: Seq2Seq = build_model(
             cfg.model, tok.src_vocab_size, tok.tgt_vocab_size
         ).to(device)
-        self.optimizer = _build_optimizer(cfg.optim, self.model)
+        self.optimizer = build_optimizer(cfg.optim, self.model)
         metric = self.tcfg.early_stopping_metric
         if metric not in METRIC_MODES:
             raise ValueError(
@@ -417,122 +376,3 @@ class _ThroughputWindow:
         }
         self._reset()
         return out
-
-
-def _build_optimizer(cfg, model: torch.nn.Module) -> torch.optim.Optimizer:
-    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
-    if cfg.name not in kinds:
-        raise ValueError(f"optim.name must be one of {sorted(kinds)}, got {cfg.name!r}")
-    return kinds[cfg.name](
-        model.parameters(),
-        lr=cfg.lr,
-        betas=tuple(cfg.betas),
-        weight_decay=cfg.weight_decay,
-    )
-
-
-def find_resume_checkpoint(cfg: DictConfig, run_dir: Path) -> Path | None:
-    """The checkpoint to resume from, or None to start fresh.
-
-    ``trainer.resume_from=PATH`` wins. ``trainer.resume=true`` takes ``last.pt`` of this
-    run directory (``hydra.run.dir=...``) or else the newest ``last.pt`` of the sibling
-    run directories (the previous run of ``seq2seq-train``).
-    """
-    if cfg.trainer.resume_from:
-        path = Path(cfg.trainer.resume_from)
-        if not path.is_file():
-            raise FileNotFoundError(f"trainer.resume_from={path} does not exist")
-        return path
-    if not cfg.trainer.resume:
-        return None
-    own = run_dir / "checkpoints" / "last.pt"
-    if own.is_file():
-        return own
-    siblings = sorted(
-        run_dir.parent.glob("*/checkpoints/last.pt"), key=lambda p: p.stat().st_mtime
-    )
-    if siblings:
-        return siblings[-1]
-    log.warning(
-        "trainer.resume=true but no last.pt under %s: starting fresh", run_dir.parent
-    )
-    return None
-
-
-def run_training(cfg: DictConfig, run_dir: Path) -> float | None:
-    """Prepare data, train, score the best checkpoint on test, and say where things are.
-
-    Returns the best validation metric, so Hydra sweeps can compare runs.
-    """
-    seed_everything(cfg.trainer.seed)
-    configure_threads(cfg.trainer.threads)
-    device = select_device(cfg.trainer.device)
-    configure_cuda(device)
-    data = prepare_data(cfg.data, cfg.tokenizer, resolve_cache_root(cfg.data.cache_dir))
-    log.info("corpus:\n%s", format_stats(data.stats))
-    trainer = Trainer(cfg, run_dir, data, device)
-    log.info("model: %s parameters, device %s", f"{trainer.n_params:,}", device)
-    trainer.tracker.config(OmegaConf.to_yaml(cfg, resolve=True))
-    checkpoint = find_resume_checkpoint(cfg, run_dir)
-    if checkpoint is not None:
-        trainer.resume(checkpoint)
-    result = trainer.fit()
-    report = finish(trainer, result)
-    print(report)
-    return result.progress.best_metric
-
-
-def finish(trainer: Trainer, result: TrainResult) -> str:
-    """Score the best checkpoint on test, save its alignment pictures, log hparams."""
-    cfg, run_dir = trainer.cfg, trainer.run_dir
-    lines = [f"run directory: {run_dir}", f"stopped: {result.stop_reason}"]
-    metrics = {"hparam/best_valid": result.progress.best_metric or 0.0}
-    if result.best_checkpoint is not None:
-        best = load_checkpoint(result.best_checkpoint, map_location=trainer.device)
-        trainer.model.load_state_dict(best["model"])
-        lines.append(f"best checkpoint: {result.best_checkpoint} (step {best['step']})")
-        if cfg.evaluate_test and "test" in trainer.data.splits:
-            scores = score_split(trainer, "test")
-            metrics.update(
-                {"hparam/test_bleu": scores.bleu, "hparam/test_chrf": scores.chrf}
-            )
-            lines.append(f"test: {scores.summary()}")
-        pictures = save_alignment_pictures(
-            trainer.model, trainer.data, cfg, trainer.device, run_dir / "alignments"
-        )
-        lines.append(f"alignment pictures: {pictures}")
-    trainer.tracker.hparams(hparams_of(cfg, trainer.n_params), metrics)
-    trainer.tracker.close()
-    lines.append(f"TensorBoard: tensorboard --logdir {run_dir / 'tb'}")
-    return "\n".join(lines)
-
-
-def score_split(trainer: Trainer, name: str):
-    split = trainer.data.splits[name]
-    hyps = translate_split(
-        trainer.model,
-        split,
-        trainer.cfg.decode,
-        trainer.device,
-        trainer.cfg.data.batch_tokens,
-        trainer.amp_dtype,
-    )
-    texts = detokenize(trainer.data.tokenizer, hyps)
-    write_lines(trainer.run_dir / "hyps" / f"{name}.txt", texts)
-    return score(texts, split.tgt_text)
-
-
-def hparams_of(cfg: DictConfig, n_params: int) -> dict:
-    model = cfg.model
-    return {
-        "attention": model.attention.type,
-        "decoder_style": model.decoder.style or model.attention.style,
-        "input_feeding": model.decoder.input_feeding,
-        "emb_dim": model.emb_dim,
-        "encoder_hidden": model.encoder.hidden_size,
-        "decoder_hidden": model.decoder.hidden_size,
-        "lr": cfg.optim.lr,
-        "label_smoothing": cfg.trainer.label_smoothing,
-        "beam_size": cfg.decode.beam_size,
-        "parameters": n_params,
-    }

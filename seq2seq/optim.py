@@ -1,4 +1,4 @@
-"""Learning-rate schedules and the scheduled-sampling (teacher-forcing) schedule."""
+"""Optimizers, learning-rate schedules and the scheduled-sampling schedule."""
 
 from __future__ import annotations
 
@@ -71,3 +71,15 @@ def teacher_forcing_ratio(
             f"inverse_sigmoid, got {schedule!r}"
         )
     return max(min_ratio, min(1.0, ratio))
+
+
+def build_optimizer(cfg, model: torch.nn.Module) -> torch.optim.Optimizer:
+    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+    if cfg.name not in kinds:
+        raise ValueError(f"optim.name must be one of {sorted(kinds)}, got {cfg.name!r}")
+    return kinds[cfg.name](
+        model.parameters(),
+        lr=cfg.lr,
+        betas=tuple(cfg.betas),
+        weight_decay=cfg.weight_decay,
+    )

@@ -1,0 +1,133 @@
+"""The whole training job: prepare the corpus, train, score on test, report.
+
+``seq2seq-train`` calls ``run_training``; all it makes lives in the run directory.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from seq2seq.align import save_alignment_pictures
+from seq2seq.checkpoint import load_checkpoint
+from seq2seq.data.prepare import format_stats, prepare_data, resolve_cache_root
+from seq2seq.evaluate import detokenize, translate_split, write_lines
+from seq2seq.metrics import Scores, score
+from seq2seq.runtime import (
+    configure_cuda,
+    configure_threads,
+    seed_everything,
+    select_device,
+)
+from seq2seq.train import Trainer, TrainResult
+
+log = logging.getLogger(__name__)
+
+
+def find_resume_checkpoint(cfg: DictConfig, run_dir: Path) -> Path | None:
+    """The checkpoint to resume from, or None to start fresh.
+
+    ``trainer.resume_from=PATH`` wins. ``trainer.resume=true`` takes ``last.pt`` of this
+    run directory (``hydra.run.dir=...``) or else the newest ``last.pt`` of the sibling
+    run directories (the previous run of ``seq2seq-train``).
+    """
+    if cfg.trainer.resume_from:
+        path = Path(cfg.trainer.resume_from)
+        if not path.is_file():
+            raise FileNotFoundError(f"trainer.resume_from={path} does not exist")
+        return path
+    if not cfg.trainer.resume:
+        return None
+    own = run_dir / "checkpoints" / "last.pt"
+    if own.is_file():
+        return own
+    siblings = sorted(
+        run_dir.parent.glob("*/checkpoints/last.pt"), key=lambda p: p.stat().st_mtime
+    )
+    if siblings:
+        return siblings[-1]
+    log.warning(
+        "trainer.resume=true but no last.pt under %s: starting fresh", run_dir.parent
+    )
+    return None
+
+
+def run_training(cfg: DictConfig, run_dir: Path) -> float | None:
+    """Prepare data, train, score the best checkpoint on test, and say where things are.
+
+    Returns the best validation metric, so Hydra sweeps can compare runs.
+    """
+    seed_everything(cfg.trainer.seed)
+    configure_threads(cfg.trainer.threads)
+    device = select_device(cfg.trainer.device)
+    configure_cuda(device)
+    data = prepare_data(cfg.data, cfg.tokenizer, resolve_cache_root(cfg.data.cache_dir))
+    log.info("corpus:\n%s", format_stats(data.stats))
+    trainer = Trainer(cfg, run_dir, data, device)
+    log.info("model: %s parameters, device %s", f"{trainer.n_params:,}", device)
+    trainer.tracker.config(OmegaConf.to_yaml(cfg, resolve=True))
+    checkpoint = find_resume_checkpoint(cfg, run_dir)
+    if checkpoint is not None:
+        trainer.resume(checkpoint)
+    result = trainer.fit()
+    report = finish(trainer, result)
+    print(report)
+    return result.progress.best_metric
+
+
+def finish(trainer: Trainer, result: TrainResult) -> str:
+    """Score the best checkpoint on test, save its alignment pictures, log hparams."""
+    cfg, run_dir = trainer.cfg, trainer.run_dir
+    lines = [f"run directory: {run_dir}", f"stopped: {result.stop_reason}"]
+    metrics = {"hparam/best_valid": result.progress.best_metric or 0.0}
+    if result.best_checkpoint is not None:
+        best = load_checkpoint(result.best_checkpoint, map_location=trainer.device)
+        trainer.model.load_state_dict(best["model"])
+        lines.append(f"best checkpoint: {result.best_checkpoint} (step {best['step']})")
+        if cfg.evaluate_test and "test" in trainer.data.splits:
+            scores = score_split(trainer, "test")
+            metrics.update(
+                {"hparam/test_bleu": scores.bleu, "hparam/test_chrf": scores.chrf}
+            )
+            lines.append(f"test: {scores.summary()}")
+        pictures = save_alignment_pictures(
+            trainer.model, trainer.data, cfg, trainer.device, run_dir / "alignments"
+        )
+        lines.append(f"alignment pictures: {pictures}")
+    trainer.tracker.hparams(hparams_of(cfg, trainer.n_params), metrics)
+    trainer.tracker.close()
+    lines.append(f"TensorBoard: tensorboard --logdir {run_dir / 'tb'}")
+    return "\n".join(lines)
+
+
+def score_split(trainer: Trainer, name: str) -> Scores:
+    split = trainer.data.splits[name]
+    hyps = translate_split(
+        trainer.model,
+        split,
+        trainer.cfg.decode,
+        trainer.device,
+        trainer.cfg.data.batch_tokens,
+        trainer.amp_dtype,
+    )
+    texts = detokenize(trainer.data.tokenizer, hyps)
+    write_lines(trainer.run_dir / "hyps" / f"{name}.txt", texts)
+    return score(texts, split.tgt_text)
+
+
+def hparams_of(cfg: DictConfig, n_params: int) -> dict:
+    model = cfg.model
+    return {
+        "attention": model.attention.type,
+        "decoder_style": model.decoder.style or model.attention.style,
+        "input_feeding": model.decoder.input_feeding,
+        "emb_dim": model.emb_dim,
+        "encoder_hidden": model.encoder.hidden_size,
+        "decoder_hidden": model.decoder.hidden_size,
+        "lr": cfg.optim.lr,
+        "label_smoothing": cfg.trainer.label_smoothing,
+        "beam_size": cfg.decode.beam_size,
+        "parameters": n_params,
+    }
