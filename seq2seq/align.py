@@ -6,7 +6,6 @@ explanation of its output (see ``ATTENTION_CAVEAT``).
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
+from seq2seq.align_export import emit, merged, pharaoh_line, write_files
+from seq2seq.attribution import model_attribution, spearman
 from seq2seq.data.batching import collate
 from seq2seq.data.prepare import EncodedSplit
 from seq2seq.data.tokenizer import EOS_ID, Tokenizer
@@ -28,13 +29,11 @@ from seq2seq.inference import (
 from seq2seq.runtime import select_device
 from seq2seq.visualize import (
     ATTENTION_CAVEAT,
-    alignment_html,
     alignment_terminal,
     figure_to_png,
-    merge_subwords,
     plot_alignment,
+    plot_comparison,
     plot_heads,
-    to_pharaoh,
 )
 
 log = logging.getLogger(__name__)
@@ -55,6 +54,9 @@ class Attention:
     weights: np.ndarray
     heads: np.ndarray | None = None
     gold: str | None = None
+    attribution: np.ndarray | None = None  # gradient × input, (T, S) like weights
+    spearman: float | None = None  # rank correlation of weights and attribution
+    title: str = ""
 
 
 @torch.inference_mode()
@@ -81,6 +83,12 @@ def force_decode(
 
 
 def alignment_figure(att: Attention, title: str | None = None):
+    """Heatmap(s) of one sentence: per head, or beside its attribution when given."""
+    title = title or att.title or None
+    if att.attribution is not None:
+        return plot_comparison(
+            att.weights, att.attribution, att.src_tokens, att.tgt_tokens, title=title
+        )
     if att.heads is not None:
         return plot_heads(att.heads, att.src_tokens, att.tgt_tokens, title=title)
     return plot_alignment(att.weights, att.src_tokens, att.tgt_tokens, title=title)
@@ -101,36 +109,49 @@ def save_alignment_pictures(model, data, cfg, device, folder: Path) -> Path:
     return folder
 
 
-def collect(cfg: DictConfig, loaded, device) -> list[Attention]:
-    """The sentences the user asked for, decoded (or forced to ``reference``)."""
-    tok = loaded.tokenizer
+def _sentences(
+    cfg: DictConfig, tok: Tokenizer, data_cfg
+) -> tuple[EncodedSplit, list[str]]:
+    """The pairs to show (text or split selection) and a title for each."""
     if cfg.text is not None:
         refs = [cfg.reference] if cfg.reference is not None else None
-        split = encode_texts(tok, [cfg.text], refs)
-        gold = None
-    elif cfg.split is not None:
-        full = encode_corpus_split(loaded.config.data, tok, cfg.split)
-        indices = list(cfg.index)
-        bad = [i for i in indices if not 0 <= i < len(full.src_ids)]
-        if bad:
-            raise IndexError(
-                f"index {bad} out of range: split {cfg.split!r} has "
-                f"{len(full.src_ids)} pairs"
-            )
-        split = _select(full, indices)
-        gold = split.alignment
-    else:
-        raise ValueError('give text="..." or split=NAME (with index=[...])')
-    if cfg.reference is not None:
+        return encode_texts(tok, [cfg.text], refs), ["text"]
+    if cfg.split is None:
+        raise ValueError('give text="..." or split=NAME (optionally index=[...])')
+    full = encode_corpus_split(data_cfg, tok, cfg.split)
+    n = len(full.src_ids)
+    indices = list(range(n)) if cfg.index is None else list(cfg.index)
+    bad = [i for i in indices if not 0 <= i < n]
+    if bad:
+        raise IndexError(f"index {bad} out of range: split {cfg.split!r} has {n} pairs")
+    return _select(full, indices), [f"{cfg.split} {i}" for i in indices]
+
+
+def collect(cfg: DictConfig, loaded, device) -> list[Attention]:
+    """The sentences the user asked for, decoded or forced to their references.
+
+    Gold links are attached only when the references are forced: their indices count
+    the reference's words, not a hypothesis's.
+    """
+    tok = loaded.tokenizer
+    split, titles = _sentences(cfg, tok, loaded.config.data)
+    forced = cfg.reference is not None or (cfg.split is not None and cfg.references)
+    if forced:
         targets = split.tgt_ids
     else:
         decode = decode_settings(loaded.config.decode, beam_size=cfg.beam_size)
         hyps = translate_split(loaded.model, split, decode, device, batch_tokens=4096)
         targets = [h.tokens for h in hyps]
+    gold = split.alignment if forced and cfg.text is None else None
     out = []
     for i, (src, tgt) in enumerate(zip(split.src_ids, targets, strict=True)):
         att = force_decode(loaded.model, tok, src, tgt, device)
         att.gold = gold[i] if gold else None
+        att.title = titles[i]
+        if cfg.attribution:
+            attr = model_attribution(loaded.model, src, tgt, device)
+            att.attribution = attr.cpu().numpy()
+            att.spearman = spearman(att.weights, att.attribution)
         out.append(att)
     return out
 
@@ -152,65 +173,24 @@ def run_align(cfg: DictConfig, run_dir: Path) -> Path | None:
     device = select_device(cfg.device)
     loaded = load_model(cfg.checkpoint, device)
     items = collect(cfg, loaded, device)
-    if cfg.merge_subwords:
-        items = [_merged(a) for a in items]
     print(ATTENTION_CAVEAT)
+    for att in items:
+        if att.spearman is not None:
+            rho = att.spearman
+            print(f"{att.title}: Spearman rho(attention, attribution) = {rho:.3f}")
+    if cfg.merge_subwords and not (cfg.format == "pharaoh" and cfg.words):
+        items = [merged(a) for a in items]  # words=true regroups the pieces itself
+    if cfg.format == "pharaoh":
+        lines = [pharaoh_line(a, cfg.words, cfg.shifted, cfg.threshold) for a in items]
+        return emit(cfg, run_dir, "alignments.txt", "".join(x + "\n" for x in lines))
     if cfg.format == "terminal":
         for att in items:
+            print(att.title)
             print(alignment_terminal(att.weights, att.src_tokens, att.tgt_tokens))
+            if att.attribution is not None:
+                print("attribution (gradient x input):")
+                print(
+                    alignment_terminal(att.attribution, att.src_tokens, att.tgt_tokens)
+                )
         return None
-    if cfg.format == "pharaoh":
-        text = "\n".join(to_pharaoh(a.weights, cfg.threshold) for a in items) + "\n"
-        return _emit(cfg, run_dir, "alignments.txt", text.encode())
-    return _write_files(cfg, run_dir, items)
-
-
-def _merged(att: Attention) -> Attention:
-    weights, src, tgt = merge_subwords(att.weights, att.src_tokens, att.tgt_tokens)
-    return Attention(src, tgt, np.asarray(weights), None, att.gold)
-
-
-def _write_files(cfg: DictConfig, run_dir: Path, items: list[Attention]) -> Path:
-    if cfg.format == "html":
-        page = alignment_html(
-            [
-                {
-                    "src_tokens": a.src_tokens,
-                    "tgt_tokens": a.tgt_tokens,
-                    "weights": a.weights,
-                    "heads": a.heads,
-                    "gold": a.gold,
-                    "title": f"sentence {i}",
-                }
-                for i, a in enumerate(items)
-            ]
-        )
-        return _emit(cfg, run_dir, "alignments.html", page.encode())
-    if cfg.format == "json":
-        records = [
-            {
-                "src_tokens": a.src_tokens,
-                "tgt_tokens": a.tgt_tokens,
-                "weights": a.weights.tolist(),
-            }
-            for a in items
-        ]
-        return _emit(cfg, run_dir, "alignments.json", json.dumps(records).encode())
-    folder = Path(cfg.output) if cfg.output else run_dir / "alignments"
-    folder.mkdir(parents=True, exist_ok=True)
-    for i, att in enumerate(items):
-        if cfg.format == "png":
-            data = figure_to_png(alignment_figure(att))
-            (folder / f"alignment_{i}.png").write_bytes(data)
-        else:
-            np.save(folder / f"alignment_{i}.npy", att.weights)
-    print(f"wrote {len(items)} {cfg.format} file(s) to {folder}")
-    return folder
-
-
-def _emit(cfg: DictConfig, run_dir: Path, name: str, payload: bytes) -> Path:
-    path = Path(cfg.output) if cfg.output else run_dir / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(payload)
-    print(f"wrote {path}")
-    return path
+    return write_files(cfg, run_dir, items, alignment_figure)

@@ -6,6 +6,7 @@ Each reads its config, finds its run directory and calls one library function.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import hydra
@@ -27,8 +28,12 @@ def _run_dir() -> Path:
 def _prepare(cfg: DictConfig) -> None:
     from seq2seq.data.prepare import format_stats, prepare_data, resolve_cache_root
 
+    start = time.perf_counter()
     data = prepare_data(cfg.data, cfg.tokenizer, resolve_cache_root(cfg.data.cache_dir))
+    seconds = time.perf_counter() - start
     print(format_stats(data.stats))
+    how = "loaded from the cache" if data.cached else "prepared and cached"
+    print(f"{how} in {seconds:.2f} s: {data.cache_dir}")
 
 
 @hydra.main(config_path=_CONFIG_DIR, config_name="train", version_base="1.3")

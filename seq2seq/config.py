@@ -202,10 +202,14 @@ class AlignConfig:
     text: str | None = None
     reference: str | None = None  # force-decode this translation instead of searching
     split: str | None = None
-    index: list[int] = field(default_factory=lambda: [0])
+    index: list[int] | None = None  # split: these pairs; None: the whole split
+    references: bool = False  # split: force-decode its references (gold's words)
     format: str = "png"  # png | html | terminal | pharaoh | json | npy
     merge_subwords: bool = False
+    words: bool = False  # pharaoh: links over whitespace words, no end-of-sentence
+    shifted: bool = False  # words: read the step where the word is the decoder input
     threshold: float | None = None  # pharaoh: all links with weight >= threshold
+    attribution: bool = False  # add gradient × input and its Spearman correlation
     output: str | None = None  # file or folder; default under the run directory
     beam_size: int | None = None
     device: str = "cpu"

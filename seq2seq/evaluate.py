@@ -123,8 +123,23 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path) -> Scores:
         f"({len(texts)} sentences, beam {decode.beam_size})"
     )
     print(scores.summary())
+    if cfg.alignment:
+        print_alignment_scores(loaded, split, batch_tokens, device)
     print(f"hypotheses: {out}")
     return scores
+
+
+def print_alignment_scores(loaded, split: EncodedSplit, batch_tokens, device) -> None:
+    """AER of the attention, force-decoding the references (``alignment=true``)."""
+    from seq2seq.alignment_error import alignment_scores
+
+    result = alignment_scores(
+        loaded.model, loaded.tokenizer, split, batch_tokens, device
+    )
+    if result is None:
+        print("AER: this corpus has no gold alignments (no `alignment` column)")
+    else:
+        print(result.summary())
 
 
 def read_input(path: str | None) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from seq2seq.align import alignment_figure, force_decode
+from seq2seq.alignment_error import alignment_scores
 from seq2seq.data.prepare import EncodedSplit, PreparedData
 from seq2seq.evaluate import detokenize, head, split_loss, translate_split
 from seq2seq.metrics import score
@@ -14,7 +15,8 @@ from seq2seq.tracking import Tracker
 def validate(
     model, data: PreparedData, cfg, device, amp_dtype, tracker: Tracker, step: int
 ) -> dict:
-    """Score the validation split and log it; returns loss, ppl, bleu and chrf.
+    """Score the validation split and log it; returns loss, ppl, bleu and chrf (and
+    aer, aer_shifted when the corpus has gold alignments).
 
     The first ``trainer.alignment_samples`` validation sentences are rendered at every
     validation, so TensorBoard's step slider shows their attention sharpening.
@@ -28,15 +30,14 @@ def validate(
     texts = detokenize(data.tokenizer, hyps)
     scores = score(texts, subset.tgt_text)
     ppl = math.exp(min(loss, 50.0))
-    tracker.scalars(
-        {
-            "valid/loss": loss,
-            "valid/ppl": ppl,
-            "valid/bleu": scores.bleu,
-            "valid/chrf": scores.chrf,
-        },
-        step,
+    result = {"loss": loss, "ppl": ppl, "bleu": scores.bleu, "chrf": scores.chrf}
+    # Gold alignments (phrasebook): one teacher-forced pass over the same subset.
+    aligned = alignment_scores(
+        model, data.tokenizer, subset, cfg.data.batch_tokens, device
     )
+    if aligned is not None:
+        result.update(aer=aligned.aer, aer_shifted=aligned.aer_shifted)
+    tracker.scalars({f"valid/{name}": value for name, value in result.items()}, step)
     for i in range(min(cfg.trainer.alignment_samples, len(hyps))):
         att = force_decode(
             model, data.tokenizer, subset.src_ids[i], hyps[i].tokens, device
@@ -44,7 +45,7 @@ def validate(
         tracker.figure(f"alignment/{i}", alignment_figure(att, f"step {step}"), step)
     tracker.text("valid/samples", samples_markdown(subset, texts, n=5), step)
     tracker.flush()
-    return {"loss": loss, "ppl": ppl, "bleu": scores.bleu, "chrf": scores.chrf}
+    return result
 
 
 def samples_markdown(split: EncodedSplit, hyps: list[str], n: int) -> str:

@@ -1,4 +1,6 @@
-"""Seeing attention: heatmap figures, terminal and HTML views, Pharaoh export.
+"""Seeing attention: heatmap figures, terminal view, Pharaoh export.
+
+The HTML viewer lives in ``seq2seq/viewer.py``; ``alignment_html`` is re-exported here.
 
 Pure functions. Figures are built with matplotlib's object API (``Figure`` and the Agg
 canvas), so nothing touches pyplot's global state; the caller saves or logs them.
@@ -7,7 +9,6 @@ Weights are ``(T, S)``: one row per target token, one column per source token.
 
 from __future__ import annotations
 
-import html
 import io
 import math
 import sys
@@ -18,11 +19,10 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from seq2seq.metrics import as_numpy, group_pieces, parse_pharaoh
+from seq2seq.metrics import as_numpy, group_pieces
+from seq2seq.viewer import CAVEAT as ATTENTION_CAVEAT
+from seq2seq.viewer import alignment_html  # noqa: F401  (re-exported)
 
-ATTENTION_CAVEAT = (
-    "Attention shows how the model mixed the source; it is not a causal explanation."
-)
 _SHADES = " ░▒▓█"
 
 
@@ -123,6 +123,42 @@ def plot_heads(
     return fig
 
 
+def plot_comparison(
+    weights: Any,
+    attribution: Any,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    title: str | None = None,
+) -> Figure:
+    """Attention ``(T, S)`` beside a gradient × input attribution ``(T, S)``.
+
+    Both panels share the [0, 1] colour scale (each attribution row sums to 1, like
+    an attention row); where they differ, the weights and the model's sensitivity
+    disagree.
+    """
+    panels = [
+        ("attention", _matrix(weights, len(src_tokens), len(tgt_tokens))),
+        (
+            "attribution (gradient × input)",
+            _matrix(attribution, len(src_tokens), len(tgt_tokens)),
+        ),
+    ]
+    cell_w = float(np.clip(1.5 + 0.3 * len(src_tokens), 3.5, 14.0))
+    height = float(np.clip(2.0 + 0.28 * len(tgt_tokens), 4.0, 16.0))
+    fig = Figure(figsize=(2 * cell_w + 1.0, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 2, squeeze=False)[0]
+    image = None
+    for k, (ax, (name, w)) in enumerate(zip(axes, panels, strict=True)):
+        image = _draw(ax, w, src_tokens, tgt_tokens, y_labels=k == 0)
+        ax.set_title(name, fontsize=9)
+    fig.colorbar(image, ax=axes, fraction=0.03, label="weight / share")
+    if title:
+        fig.suptitle(title, parse_math=False)
+    fig.supxlabel(ATTENTION_CAVEAT, fontsize=7, color="0.35")
+    return fig
+
+
 def figure_to_png(fig: Figure, dpi: int = 100) -> bytes:
     """Render ``fig`` to PNG bytes."""
     buffer = io.BytesIO()
@@ -211,98 +247,3 @@ def _cell(value: float, color: bool) -> str:
     if color:
         return f"\x1b[38;5;{232 + round(value * 23)}m██\x1b[0m "
     return _SHADES[min(int(value * len(_SHADES)), len(_SHADES) - 1)] * 2 + " "
-
-
-# ------------------------------------------------------------------ HTML
-
-_CSS = """body{font-family:sans-serif;margin:1.5em;color:#222}
-table.att{border-collapse:collapse;margin:0.5em 0 1.5em}
-table.att td{width:1.6em;height:1.6em;border:1px solid #eee;padding:0}
-table.att th{font-weight:normal;font-size:0.85em;padding:2px 4px}
-table.att th.src{writing-mode:vertical-rl;transform:rotate(180deg);text-align:left}
-table.att th.tgt{text-align:right}
-td.sure{outline:2px solid #d33;outline-offset:-3px}
-td.possible{outline:2px dashed #d93;outline-offset:-3px}
-.caveat{background:#fff8e0;border-left:4px solid #e0b000;padding:0.5em 1em}
-#tip{position:fixed;display:none;background:#333;color:#fff;padding:3px 6px;
-border-radius:3px;font-size:0.85em;pointer-events:none}"""
-
-_JS = """(function(){var tip=document.getElementById('tip');
-document.querySelectorAll('td[data-tip]').forEach(function(td){
-td.addEventListener('mousemove',function(e){tip.textContent=td.dataset.tip;
-tip.style.display='block';tip.style.left=(e.clientX+12)+'px';
-tip.style.top=(e.clientY+12)+'px';});
-td.addEventListener('mouseleave',function(){tip.style.display='none';});});})();"""
-
-
-def _color(value: float) -> str:
-    """White (0) to dark blue (1)."""
-    v = float(np.clip(value, 0.0, 1.0))
-    r, g, b = (round(255 + (c - 255) * v) for c in (8, 48, 107))
-    return f"#{r:02x}{g:02x}{b:02x}"
-
-
-def _gold_sets(gold: Any) -> tuple[set, set]:
-    if gold is None:
-        return set(), set()
-    if isinstance(gold, str):
-        return parse_pharaoh(gold)
-    links = {(int(i), int(j)) for i, j in gold}
-    return links, links
-
-
-def _html_table(
-    w: np.ndarray, src: Sequence[str], tgt: Sequence[str], gold: Any
-) -> str:
-    sure, possible = _gold_sets(gold)
-    esc = html.escape
-    head = "".join(f'<th class="src">{esc(s)}</th>' for s in src)
-    rows = [f"<tr><th></th>{head}</tr>"]
-    for j, (tok, row) in enumerate(zip(tgt, w, strict=True)):
-        cells = []
-        for i, value in enumerate(row):
-            tip = esc(f"{src[i]} → {tok}: {value:.3f}")
-            cls = (
-                " sure" if (i, j) in sure else " possible" if (i, j) in possible else ""
-            )
-            cells.append(
-                f'<td class="cell{cls}" style="background:{_color(value)}" '
-                f'title="{tip}" data-tip="{tip}"></td>'
-            )
-        rows.append(f'<tr><th class="tgt">{esc(tok)}</th>{"".join(cells)}</tr>')
-    return '<table class="att">' + "".join(rows) + "</table>"
-
-
-def _html_item(k: int, item: dict) -> str:
-    src, tgt = list(item["src_tokens"]), list(item["tgt_tokens"])
-    w = _matrix(item["weights"], len(src), len(tgt))
-    title = html.escape(str(item.get("title") or f"Sentence {k + 1}"))
-    parts = [f"<section><h2>{title}</h2>", _html_table(w, src, tgt, item.get("gold"))]
-    if item.get("gold") is not None:
-        parts.append("<p>Outlined: gold links (solid sure, dashed possible).</p>")
-    if item.get("heads") is not None:
-        heads = np.asarray(as_numpy(item["heads"]), dtype=np.float64)
-        for h, hw in enumerate(heads):
-            parts.append(f"<details><summary>head {h + 1}</summary>")
-            parts.append(_html_table(_matrix(hw, len(src), len(tgt)), src, tgt, None))
-            parts.append("</details>")
-    parts.append("</section>")
-    return "\n".join(parts)
-
-
-def alignment_html(items: Sequence[dict], title: str = "Attention alignments") -> str:
-    """One self-contained HTML page (inline CSS and JS, no network) of heatmaps.
-
-    Each item: ``src_tokens``, ``tgt_tokens``, ``weights (T, S)``, optionally ``heads
-    (heads, T, S)``, ``gold`` (Pharaoh string or ``(i, j)`` links) and ``title``.
-    Hovering a cell shows ``source → target: weight``.
-    """
-    body = "\n".join(_html_item(k, item) for k, item in enumerate(items))
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>"
-        f'<p class="caveat">{html.escape(ATTENTION_CAVEAT)} Rows are target tokens, '
-        "columns source tokens; darker is more weight.</p>\n"
-        f'{body}\n<div id="tip"></div><script>{_JS}</script></body></html>\n'
-    )
