@@ -8,11 +8,18 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.align import save_alignment_pictures
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.data.prepare import format_stats, prepare_data, resolve_cache_root
+from seq2seq.distributed import (
+    barrier,
+    broadcast_object,
+    cleanup,
+    init_distributed,
+)
 from seq2seq.evaluate import detokenize, translate_split, write_lines
 from seq2seq.metrics import Scores, score
 from seq2seq.runtime import (
@@ -57,24 +64,45 @@ def find_resume_checkpoint(cfg: DictConfig, run_dir: Path) -> Path | None:
 def run_training(cfg: DictConfig, run_dir: Path) -> float | None:
     """Prepare data, train, score the best checkpoint on test, and say where things are.
 
-    Returns the best validation metric, so Hydra sweeps can compare runs.
+    Under torchrun every rank runs this; rank 0 prepares the corpus cache first, owns
+    the run directory, logs and saves. Returns the best validation metric, so Hydra
+    sweeps can compare runs.
     """
     seed_everything(cfg.trainer.seed)
     configure_threads(cfg.trainer.threads)
     device = select_device(cfg.trainer.device)
+    dist_info = init_distributed(device.type)
+    if dist_info.enabled and device.type == "cuda":
+        device = torch.device("cuda", dist_info.local_rank)
     configure_cuda(device)
-    data = prepare_data(cfg.data, cfg.tokenizer, resolve_cache_root(cfg.data.cache_dir))
+    run_dir = Path(broadcast_object(str(run_dir)))
+    data = _prepare_in_rank_order(cfg, dist_info)
     log.info("corpus:\n%s", format_stats(data.stats))
-    trainer = Trainer(cfg, run_dir, data, device)
+    if not dist_info.is_main:
+        cfg.trainer.progress = False
+    trainer = Trainer(cfg, run_dir, data, device, dist_info)
     log.info("model: %s parameters, device %s", f"{trainer.n_params:,}", device)
     trainer.tracker.config(OmegaConf.to_yaml(cfg, resolve=True))
     checkpoint = find_resume_checkpoint(cfg, run_dir)
     if checkpoint is not None:
         trainer.resume(checkpoint)
     result = trainer.fit()
-    report = finish(trainer, result)
-    print(report)
+    if dist_info.is_main:
+        print(finish(trainer, result))
+    barrier()
+    cleanup()
     return result.progress.best_metric
+
+
+def _prepare_in_rank_order(cfg: DictConfig, dist_info):
+    """Rank 0 builds the cache; the other ranks wait, then read it."""
+    root = resolve_cache_root(cfg.data.cache_dir)
+    if dist_info.is_main:
+        data = prepare_data(cfg.data, cfg.tokenizer, root)
+    barrier()
+    if not dist_info.is_main:
+        data = prepare_data(cfg.data, cfg.tokenizer, root)
+    return data
 
 
 def finish(trainer: Trainer, result: TrainResult) -> str:

@@ -6,6 +6,7 @@ it needs to continue exactly after a crash goes into the checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
+from torch.nn.parallel import DistributedDataParallel
 
 from seq2seq.checkpoint import (
     library_versions,
@@ -24,6 +26,7 @@ from seq2seq.checkpoint import (
 )
 from seq2seq.data.batching import Batch, make_loader
 from seq2seq.data.prepare import PreparedData
+from seq2seq.distributed import DistInfo, all_reduce_sum
 from seq2seq.evaluate import token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 from seq2seq.optim import build_optimizer, build_scheduler, teacher_forcing_ratio
@@ -66,14 +69,22 @@ class Trainer:
         run_dir: Path,
         data: PreparedData,
         device: torch.device,
+        dist_info: DistInfo | None = None,
     ) -> None:
         self.cfg, self.run_dir, self.data, self.device = cfg, run_dir, data, device
+        self.dist = dist_info or DistInfo()
         self.tcfg = cfg.trainer
         self.amp_dtype = resolve_precision(self.tcfg.precision, device)
         tok = data.tokenizer
         self.model: Seq2Seq = build_model(
             cfg.model, tok.src_vocab_size, tok.tgt_vocab_size
         ).to(device)
+        # The module that trains: the model itself, or its DDP wrapper under torchrun.
+        self.train_model: torch.nn.Module = self.model
+        if self.dist.enabled:
+            self.train_model = DistributedDataParallel(
+                self.model, device_ids=[device.index] if device.type == "cuda" else None
+            )
         self.optimizer = build_optimizer(cfg.optim, self.model)
         metric = self.tcfg.early_stopping_metric
         if metric not in METRIC_MODES:
@@ -92,12 +103,14 @@ class Trainer:
             batch_tokens=cfg.data.batch_tokens,
             shuffle=True,
             seed=self.tcfg.seed,
+            num_replicas=self.dist.world_size,
+            rank=self.dist.rank,
             pin_memory=device.type == "cuda",
         )
         self.sampler = self.loader.batch_sampler
         self.progress = Progress()
         self.ckpt_dir = run_dir / "checkpoints"
-        self.tracker = Tracker(run_dir / "tb")
+        self.tracker = Tracker(run_dir / "tb", enabled=self.dist.is_main)
         self.n_params = sum(p.numel() for p in self.model.parameters())
 
     # ----------------------------------------------------------------- checkpoints
@@ -124,8 +137,10 @@ class Trainer:
         }
 
     def save(self, name: str) -> Path:
+        """Write a checkpoint (rank 0 only; the other ranks just name the path)."""
         path = self.ckpt_dir / name
-        save_checkpoint(path, self.state())
+        if self.dist.is_main:
+            save_checkpoint(path, self.state())
         return path
 
     def resume(self, path: Path) -> None:
@@ -155,11 +170,18 @@ class Trainer:
             self.tcfg.teacher_forcing.min_ratio,
         )
         total_tokens = sum(b.n_tokens for b in batches)
+        # Normalise by the tokens of all ranks: DDP averages gradients over ranks, so
+        # scaling by world_size makes the step equal one step on the combined batch.
+        all_tokens = all_reduce_sum(total_tokens, self.device) / self.dist.world_size
         loss_sum = torch.zeros((), device=self.device)
-        for batch in batches:
+        for i, batch in enumerate(batches):
             batch = batch.to(self.device, non_blocking=True)
-            with autocast(self.device, self.amp_dtype):
-                out = self.model(
+            last = i == len(batches) - 1
+            sync = contextlib.nullcontext
+            if self.dist.enabled and not last:
+                sync = self.train_model.no_sync  # all-reduce once, after the last
+            with sync(), autocast(self.device, self.amp_dtype):
+                out = self.train_model(
                     batch.src,
                     batch.src_lengths,
                     batch.src_mask,
@@ -167,7 +189,7 @@ class Trainer:
                     sampling_ratio=1.0 - ratio,
                 )
                 loss = token_loss(out.logits, batch.tgt_out, self.tcfg.label_smoothing)
-            self.scaler.scale(loss / total_tokens).backward()
+                self.scaler.scale(loss / all_tokens).backward()
             loss_sum += loss.detach()
         self.scaler.unscale_(self.optimizer)
         clip = self.tcfg.clip_grad_norm or float("inf")
@@ -268,16 +290,17 @@ class Trainer:
         return "epoch_end"
 
     def _limit_reached(self, start: float, stop: StopRequested) -> str:
+        reason = ""
+        minutes = (time.monotonic() - start) / 60
         if stop.requested:
-            return "signal"
-        if self.tcfg.max_steps and self.progress.step >= self.tcfg.max_steps:
-            return "max_steps"
-        if (
-            self.tcfg.max_minutes
-            and time.monotonic() - start >= 60 * self.tcfg.max_minutes
-        ):
-            return "max_minutes"
-        return ""
+            reason = "signal"
+        elif self.tcfg.max_steps and self.progress.step >= self.tcfg.max_steps:
+            reason = "max_steps"
+        elif self.tcfg.max_minutes and minutes >= self.tcfg.max_minutes:
+            reason = "max_minutes"
+        # Ranks stop together, or the others would wait forever in an all-reduce.
+        stopping = self.dist.enabled and all_reduce_sum(bool(reason), self.device)
+        return reason or ("another rank stopped" if stopping else "")
 
     def _log_train(self, window: dict, bar) -> None:
         lr = self.optimizer.param_groups[0]["lr"]

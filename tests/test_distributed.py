@@ -1,0 +1,100 @@
+"""DDP on two CPU processes (gloo): sharded steps equal one combined step; resume."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from seq2seq.data.batching import collate
+from seq2seq.data.prepare import prepare_data
+from seq2seq.distributed import DistInfo
+from seq2seq.runtime import seed_everything
+from seq2seq.train import Trainer
+from tests.helpers import tiny_train_config
+
+pytestmark = pytest.mark.slow
+
+NO_DROPOUT = [
+    "model.emb_dropout=0",
+    "model.encoder.dropout=0",
+    "model.decoder.dropout=0",
+    "trainer.threads=1",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _trainer(tmp: Path, run: str, info: DistInfo, *overrides: str) -> Trainer:
+    cfg = tiny_train_config(tmp / "cache", *NO_DROPOUT, *overrides)
+    seed_everything(cfg.trainer.seed)
+    torch.set_num_threads(1)
+    data = prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
+    return Trainer(cfg, tmp / run, data, torch.device("cpu"), info)
+
+
+def _examples(trainer: Trainer, ids: list[int]) -> list:
+    split = trainer.data.splits["train"]
+    return [(i, split.src_ids[i], split.tgt_ids[i]) for i in ids]
+
+
+def _join(rank: int, port: int) -> DistInfo:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    return DistInfo(rank=rank, world_size=2, local_rank=rank)
+
+
+def _sharded_step(rank: int, port: int, tmp: Path) -> None:
+    info = _join(rank, port)
+    trainer = _trainer(tmp, "ddp", info)
+    # Uneven shards: 3 and 5 sentences, so token normalisation matters.
+    shard = list(range(3)) if rank == 0 else list(range(3, 8))
+    trainer.train_step([collate(_examples(trainer, shard))])
+    if rank == 0:
+        torch.save(trainer.model.state_dict(), tmp / "ddp.pt")
+    dist.destroy_process_group()
+
+
+def test_one_step_on_two_shards_equals_one_step_on_the_combined_batch(tmp_path):
+    single = _trainer(tmp_path, "single", DistInfo())
+    single.train_step([collate(_examples(single, list(range(8))))])
+    mp.spawn(_sharded_step, args=(_free_port(), tmp_path), nprocs=2, join=True)
+    sharded = torch.load(tmp_path / "ddp.pt", weights_only=True)
+    for name, weight in single.model.state_dict().items():
+        torch.testing.assert_close(sharded[name], weight, rtol=1e-5, atol=1e-6)
+
+
+def _train_and_resume(rank: int, port: int, tmp: Path) -> None:
+    info = _join(rank, port)
+    first = _trainer(tmp, "run", info, "trainer.max_steps=4", "trainer.valid_every=null")
+    assert len(first.sampler) * 2 >= len(first.data.splits["train"].src_ids) // 40
+    first.fit()
+    dist.barrier()
+    resumed = _trainer(tmp, "run", info, "trainer.max_steps=7")
+    resumed.resume(tmp / "run" / "checkpoints" / "last.pt")
+    assert resumed.progress.step == 4
+    result = resumed.fit()
+    assert result.progress.step == 7
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_two_ranks_train_save_once_and_resume(tmp_path):
+    prepare = _trainer(tmp_path, "prep", DistInfo())  # build the cache once
+    n_batches = len(prepare.sampler)
+    mp.spawn(_train_and_resume, args=(_free_port(), tmp_path), nprocs=2, join=True)
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)
+    assert state["step"] == 7
+    # Each rank saw its own shard: an epoch is half as many steps as one process takes.
+    assert state["sampler"]["position"] <= (n_batches + 1) // 2
+    events = list((tmp_path / "run" / "tb").glob("events.out.tfevents.*"))
+    assert len(events) == 2  # one writer (rank 0), once per run: first and resumed
