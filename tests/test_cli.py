@@ -162,3 +162,20 @@ def test_align_from_split_with_reference_and_merged_words(trained):
         f"hydra.run.dir={tmp / 'align_split'}",
     )
     assert (tmp / "align_split" / "alignments" / "alignment_1.png").is_file()
+
+
+def test_multirun_sweep_runs_one_job_per_value(tmp_path):
+    _run(
+        tmp_path,
+        "seq2seq-train",
+        "-m",
+        *TINY,
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "trainer.max_steps=3",
+        "trainer.alignment_samples=1",
+        "model/attention=luong_dot,luong_concat",
+        "model.decoder.hidden_size=64",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    )
+    for job in ("0", "1"):
+        assert (tmp_path / "sweep" / job / "checkpoints" / "best.pt").is_file()
