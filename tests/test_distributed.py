@@ -75,8 +75,7 @@ def test_one_step_on_two_shards_equals_one_step_on_the_combined_batch(tmp_path):
 
 def _train_and_resume(rank: int, port: int, tmp: Path) -> None:
     info = _join(rank, port)
-    first = _trainer(tmp, "run", info, "trainer.max_steps=4", "trainer.valid_every=null")
-    assert len(first.sampler) * 2 >= len(first.data.splits["train"].src_ids) // 40
+    first = _trainer(tmp, "run", info, "trainer.max_steps=4")
     first.fit()
     dist.barrier()
     resumed = _trainer(tmp, "run", info, "trainer.max_steps=7")

@@ -1,0 +1,116 @@
+"""Does the attention align? AER of attention read out on force-decoded references.
+
+Gold word alignments (Pharaoh ``i-j`` sure / ``i?j`` possible over whitespace words)
+are compared with hard links read from the attention the model computes while it is
+teacher-forced through the *reference* (never its own hypothesis: gold indices refer to
+the reference's words). Two readouts (see ``metrics.word_alignment_from_attention``):
+``argmax`` takes the step that predicts the word; ``shifted`` the step where the word is
+the decoder's input. End-of-sentence rows and columns never become links.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from seq2seq.data.batching import make_loader
+from seq2seq.data.prepare import EncodedSplit
+from seq2seq.data.tokenizer import PAD_ID, Tokenizer
+from seq2seq.metrics import (
+    Link,
+    aer,
+    group_pieces,
+    is_special,
+    parse_pharaoh,
+    word_alignment_from_attention,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AlignmentScores:
+    """Corpus AER (fractions in [0, 1]) of the two readouts."""
+
+    aer: float
+    aer_shifted: float
+    n_sentences: int
+    skipped: int = 0  # pairs whose pieces did not regroup into the gold's words
+
+    def summary(self) -> str:
+        line = (
+            f"AER {100 * self.aer:.1f}% (argmax) {100 * self.aer_shifted:.1f}% "
+            f"(shifted) on references (n={self.n_sentences}"
+        )
+        return line + (f", {self.skipped} skipped)" if self.skipped else ")")
+
+
+@torch.inference_mode()
+def reference_attention(
+    model, split: EncodedSplit, batch_tokens: int, device
+) -> list[np.ndarray]:
+    """Teacher-forced attention of every pair, in the split's order.
+
+    One batched pass. Each matrix is ``(T + 1, S + 1)``: target pieces plus the EOS
+    step, source pieces plus the source EOS; padding is cut off.
+    """
+    model.eval()
+    out: list[np.ndarray | None] = [None] * len(split.src_ids)
+    for batch in make_loader(split, batch_tokens=batch_tokens, shuffle=False, seed=0):
+        batch = batch.to(device)
+        att = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
+        weights = att.attention.float().cpu()  # (B, T, S)
+        tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
+        src_lengths = batch.src_lengths.tolist()
+        for row, index in enumerate(batch.ids.tolist()):
+            w = weights[row, : tgt_lengths[row], : src_lengths[row]]
+            out[index] = w.numpy()
+    return out  # type: ignore[return-value]
+
+
+def _n_words(pieces: list[str]) -> int:
+    return sum(not is_special(text) for text, _ in group_pieces(pieces))
+
+
+def alignment_scores(
+    model, tokenizer: Tokenizer, split: EncodedSplit, batch_tokens: int, device
+) -> AlignmentScores | None:
+    """AER of both readouts against ``split.alignment``; None when there is no gold.
+
+    Pairs whose pieces do not regroup into as many words as the gold's whitespace
+    tokens (an ``<unk>`` inside a word, say) are skipped and counted.
+    """
+    if split.alignment is None:
+        return None
+    matrices = reference_attention(model, split, batch_tokens, device)
+    predicted: list[set[Link]] = []
+    shifted: list[set[Link]] = []
+    sure: list[set[Link]] = []
+    possible: list[set[Link]] = []
+    skipped = 0
+    for k, w in enumerate(matrices):
+        src = tokenizer.src_pieces(list(split.src_ids[k]))
+        tgt = tokenizer.tgt_pieces(list(split.tgt_ids[k]))
+        if _n_words(src) != len(split.src_text[k].split()) or _n_words(tgt) != len(
+            split.tgt_text[k].split()
+        ):
+            skipped += 1
+            continue
+        predicted.append(word_alignment_from_attention(w, src, tgt))
+        shifted.append(word_alignment_from_attention(w, src, tgt, shifted=True))
+        s, p = parse_pharaoh(split.alignment[k])
+        sure.append(s)
+        possible.append(p)
+    if skipped:
+        log.warning(
+            "AER: skipped %d pairs whose pieces are not the gold's words", skipped
+        )
+    return AlignmentScores(
+        aer=aer(predicted, sure, possible),
+        aer_shifted=aer(shifted, sure, possible),
+        n_sentences=len(predicted),
+        skipped=skipped,
+    )

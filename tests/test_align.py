@@ -1,0 +1,283 @@
+"""AER on force-decoded references, and seq2seq-align's exports over a whole split."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from seq2seq.alignment_error import alignment_scores, reference_attention
+from seq2seq.data.prepare import EncodedSplit
+from seq2seq.model.seq2seq import ModelOutput
+from tests.helpers import TINY
+
+
+class DiagonalModel(torch.nn.Module):
+    """Attends from target step t to source position t (clipped); no parameters."""
+
+    def forward(self, src, src_lengths, src_mask, tgt_in):
+        b, s = src.shape
+        t = tgt_in.size(1)
+        att = torch.zeros(b, t, s)
+        for row in range(b):
+            n = int(src_lengths[row])
+            for step in range(t):
+                att[row, step, min(step, n - 1)] = 1.0
+        return ModelOutput(torch.zeros(b, t, 5), att, None)
+
+
+class WordTokenizer:
+    """Each id is one whole word piece ``▁<id>``."""
+
+    def src_pieces(self, ids):
+        return [f"\u2581{i}" for i in ids]
+
+    tgt_pieces = src_pieces
+
+
+def _split(alignment: list[str]) -> EncodedSplit:
+    return EncodedSplit(
+        src_text=["a b c", "d e"],
+        tgt_text=["x y z", "u v w"],
+        src_ids=[[4, 5, 6], [7, 8]],
+        tgt_ids=[[9, 10, 11], [12, 13, 14]],
+        alignment=alignment,
+    )
+
+
+def test_reference_attention_cuts_padding_and_keeps_eos():
+    mats = reference_attention(DiagonalModel(), _split(["", ""]), 100, "cpu")
+    assert [m.shape for m in mats] == [(4, 4), (4, 3)]  # + EOS step, + source EOS
+
+
+def test_aer_of_a_diagonal_attention_by_hand():
+    # Sentence 2: targets 0, 1 read source words 0, 1; target 2 reads the source EOS
+    # column, which is never a word: argmax over words falls back to word 0.
+    split = _split(["0-0 1-1 2-2", "0-0 1-1 1?2"])
+    result = alignment_scores(DiagonalModel(), WordTokenizer(), split, 100, "cpu")
+    # argmax: A = {00,11,22} ∪ {00,11,02}; |A∩S| = 3 + 2, |A∩P| = 5; |A| = 6, |S| = 5
+    assert result.aer == pytest.approx(1 - 10 / 11)
+    # shifted reads one step later: target j links to source word j + 1 (or the
+    # fallback), off the gold diagonal
+    assert result.aer_shifted > result.aer
+    assert result.n_sentences == 2 and "AER" in result.summary()
+    assert (
+        alignment_scores(DiagonalModel(), WordTokenizer(), _split(None), 9, "cpu")
+        is None
+    )
+
+
+def test_pairs_that_do_not_regroup_into_the_gold_words_are_skipped():
+    split = _split(["0-0", "0-0"])
+    split.src_text[0] = "a b c d"  # 4 whitespace words, 3 pieces
+    result = alignment_scores(DiagonalModel(), WordTokenizer(), split, 100, "cpu")
+    assert result.skipped == 1 and result.n_sentences == 1
+
+
+def _record():
+    from seq2seq.align import Attention
+
+    # Source "le chat noir" (chat in two pieces), target "the black cat", EOS last.
+    src = ["▁le", "▁ch", "at", "▁noir", "</s>"]
+    tgt = ["▁the", "▁black", "▁cat", "</s>"]
+    w = np.array(
+        [
+            [0.7, 0.1, 0.1, 0.0, 0.1],
+            [0.0, 0.1, 0.1, 0.6, 0.2],
+            [0.0, 0.3, 0.4, 0.2, 0.1],
+            [0.1, 0.0, 0.0, 0.0, 0.9],
+        ]
+    )
+    return Attention(src, tgt, w)
+
+
+def test_pharaoh_lines_over_pieces_words_threshold_and_shift():
+    from seq2seq.align_export import merged, pharaoh_line
+
+    att = _record()
+    assert pharaoh_line(att, words=False, shifted=False, threshold=None) == (
+        "0-0 2-2 3-1 4-3"
+    )
+    assert pharaoh_line(att, True, False, None) == "0-0 1-2 2-1"  # EOS never links
+    # Shifted: target j reads row j + 1 (the last word the EOS row, whose best word
+    # column is "le").
+    assert pharaoh_line(att, True, True, None) == "0-2 1-1 2-0"
+    # Threshold over words: chat = 0.1 + 0.1 = 0.2 for "the", 0.7 for "cat".
+    assert pharaoh_line(att, True, False, 0.2) == "0-0 1-0 1-1 1-2 2-1 2-2"
+    words = merged(att)
+    assert words.src_tokens == ["le", "chat", "noir", "</s>"]
+    np.testing.assert_allclose(words.weights.sum(1), 1.0)
+
+
+# ------------------------------------------------------------------ end to end
+
+slow = pytest.mark.slow
+
+
+def _run(cwd: Path, script: str, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / script), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("align")
+    run_dir = tmp / "run"
+    _run(
+        tmp,
+        "seq2seq-train",
+        *TINY,
+        f"data.cache_dir={tmp / 'cache'}",
+        "trainer.max_steps=20",
+        "trainer.alignment_samples=1",
+        "evaluate_test=false",
+        f"hydra.run.dir={run_dir}",
+    )
+    return tmp, run_dir / "checkpoints" / "best.pt"
+
+
+def _tags(tb_dir: Path) -> set[str]:
+    from tensorboard.backend.event_processing.event_accumulator import (
+        EventAccumulator,
+    )
+
+    acc = EventAccumulator(str(tb_dir))
+    acc.Reload()
+    return set(acc.Tags()["scalars"])
+
+
+@slow
+def test_training_logs_valid_aer(trained):
+    _, ckpt = trained
+    tags = _tags(ckpt.parent.parent / "tb")
+    assert {"valid/aer", "valid/aer_shifted", "valid/bleu"} <= tags
+
+
+@slow
+def test_evaluate_reports_aer_on_references(trained):
+    tmp, ckpt = trained
+    proc = _run(
+        tmp,
+        "seq2seq-evaluate",
+        f"checkpoint={ckpt}",
+        "split=test",
+        "alignment=true",
+        f"hydra.run.dir={tmp / 'eval'}",
+    )
+    match = re.search(r"AER ([\d.]+)% \(argmax\) ([\d.]+)% \(shifted\)", proc.stdout)
+    assert match, proc.stdout
+    assert 0 <= float(match.group(1)) <= 100 and "n=40" in proc.stdout
+
+
+@slow
+def test_pharaoh_over_the_whole_split_in_words_and_with_threshold(trained):
+    tmp, ckpt = trained
+    common = [f"checkpoint={ckpt}", "split=test", "format=pharaoh"]
+    out = tmp / "ph"
+    _run(
+        tmp,
+        "seq2seq-align",
+        *common,
+        "references=true",
+        "words=true",
+        f"output={out / 'words.txt'}",
+        f"hydra.run.dir={out}",
+    )
+    _run(
+        tmp,
+        "seq2seq-align",
+        *common,
+        "references=true",
+        "words=true",
+        "threshold=0.05",
+        f"output={out / 'many.txt'}",
+        f"hydra.run.dir={out}",
+    )
+    _run(
+        tmp,
+        "seq2seq-align",
+        *common,
+        "index=[2,5]",
+        f"output={out / 'two.txt'}",
+        f"hydra.run.dir={out}",
+    )
+    words = (out / "words.txt").read_text().splitlines()
+    many = (out / "many.txt").read_text().splitlines()
+    assert len(words) == len(many) == 40
+    assert len((out / "two.txt").read_text().splitlines()) == 2
+    refs = _test_references(tmp, ckpt)
+    for line, ref in zip(words, refs, strict=True):
+        links = [tuple(map(int, x.split("-"))) for x in line.split()]
+        assert sorted(j for _, j in links) == list(range(len(ref.split())))
+    assert sum(len(x.split()) for x in many) >= sum(len(x.split()) for x in words)
+
+
+def _test_references(tmp: Path, ckpt: Path) -> list[str]:
+    from seq2seq.inference import encode_corpus_split, load_model
+
+    loaded = load_model(ckpt, torch.device("cpu"))
+    return encode_corpus_split(loaded.config.data, loaded.tokenizer, "test").tgt_text
+
+
+@slow
+def test_json_npy_html_with_attribution_and_gold(trained):
+    tmp, ckpt = trained
+    common = [f"checkpoint={ckpt}", "split=test", "index=[0,1,2]", "references=true"]
+    out = tmp / "ex"
+    proc = _run(
+        tmp,
+        "seq2seq-align",
+        *common,
+        "format=json",
+        "attribution=true",
+        f"hydra.run.dir={out / 'json'}",
+    )
+    assert proc.stdout.count("Spearman rho(attention, attribution)") == 3
+    records = json.loads((out / "json" / "alignments.json").read_text())
+    assert len(records) == 3
+    for r in records:
+        w, a = np.array(r["weights"]), np.array(r["attribution"])
+        assert w.shape == a.shape == (len(r["tgt_tokens"]), len(r["src_tokens"]))
+        np.testing.assert_allclose(a.sum(1), 1.0, atol=1e-5)
+        assert r["gold"] and -1 <= r["spearman"] <= 1
+    _run(
+        tmp,
+        "seq2seq-align",
+        *common,
+        "format=npy",
+        "attribution=true",
+        f"hydra.run.dir={out / 'npy'}",
+    )
+    folder = out / "npy" / "alignments"
+    assert len(list(folder.glob("attribution_*.npy"))) == 3
+    tokens = json.loads((folder / "tokens.json").read_text())
+    assert np.load(folder / tokens[2]["file"]).shape == (
+        len(tokens[2]["tgt_tokens"]),
+        len(tokens[2]["src_tokens"]),
+    )
+    _run(
+        tmp,
+        "seq2seq-align",
+        *common,
+        "format=html",
+        "attribution=true",
+        "merge_subwords=true",
+        f"hydra.run.dir={out / 'html'}",
+    )
+    page = (out / "html" / "alignments.html").read_text()
+    assert page.count("<section") == 3 and "http" not in page
+    assert 'class="cell sure"' in page and "attribution (gradient × input)" in page
+    assert "Spearman ρ" in page and "two-row" in page
