@@ -10,6 +10,7 @@ from seq2seq.config import AttentionConfig, DecoderConfig, EncoderConfig, ModelC
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import ATTENTIONS
 from seq2seq.model.decoder import Decoder, word_dropout
+from seq2seq.model.gru import StackedGRU
 from seq2seq.model.seq2seq import build_model
 
 V_SRC, V_TGT = 15, 17
@@ -187,3 +188,52 @@ def test_training_step_reduces_loss():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0] * 0.7
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_stacked_gru_equals_nn_gru_with_gradients(layers):
+    torch.manual_seed(0)
+    rnn = torch.nn.GRU(6 + 3, 5, num_layers=layers, batch_first=True)
+    emb, extra = torch.randn(2, 4, 6), torch.randn(2, 4, 3)
+    h0 = torch.randn(layers, 2, 5)
+    ref, _ = rnn(torch.cat([emb, extra], dim=-1), h0)
+    ref_grads = torch.autograd.grad(ref.square().sum(), list(rnn.parameters()))
+    gru = StackedGRU(rnn, 6, training=False)
+    gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H), hoisted
+    hidden, outs = list(h0.unbind(0)), []
+    for t, gi in enumerate(gates.unbind(0)):
+        hidden = gru.step(gi, extra[:, t], hidden)
+        outs.append(hidden[-1])
+    out = torch.stack(outs, dim=1)
+    assert_close(out, ref)
+    grads = torch.autograd.grad(out.square().sum(), list(rnn.parameters()))
+    for g, r in zip(grads, ref_grads, strict=True):
+        assert_close(g, r)
+
+
+@pytest.mark.parametrize(("attention", "style", "feeding"), COMBOS)
+def test_one_layer_forward_equals_step_loop_with_gradients(attention, style, feeding):
+    """The reference model's decoder has one layer: the hoisted loop of the training
+    forward equals a loop of ``step`` in value and gradient."""
+    cfg = tiny_config(attention, style, feeding)
+    cfg.decoder.layers = 1
+    model = _model(cfg)
+    src, lengths, mask, tgt_in = tiny_batch()
+    out = model(src, lengths, mask, tgt_in)
+    grads = torch.autograd.grad(
+        out.logits.square().sum(), model.decoder.rnn.weight_hh_l0
+    )
+    state = model.init_state(model.encode(src, lengths, mask))
+    logits = []
+    for t in range(4):
+        feat, state, att = model.decoder._step_features(
+            model.decoder.embed(tgt_in[:, t]), state
+        )
+        logits.append(model.decoder.output(feat))
+        assert_close(att.weights, out.attention[:, t])
+    loop = torch.stack(logits, dim=1)
+    assert_close(loop, out.logits)
+    loop_grads = torch.autograd.grad(
+        loop.square().sum(), model.decoder.rnn.weight_hh_l0
+    )
+    assert_close(loop_grads[0], grads[0])

@@ -19,6 +19,7 @@ from torch.nn import functional as F
 
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import Attention, AttentionOutput, Keys
+from seq2seq.model.gru import StackedGRU
 
 
 class DecoderState(NamedTuple):
@@ -227,15 +228,45 @@ class BahdanauDecoder(Decoder):
     def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
         return nn.Linear(self.hidden_size + context_size + emb_dim, self.hidden_size)
 
+    def _recur(
+        self, gru: StackedGRU, gi_emb: Tensor, hidden: list[Tensor], keys: Keys
+    ) -> tuple[list[Tensor], AttentionOutput]:
+        """The recurrent part of a step: attend with s_{t-1}, update the GRU."""
+        att = self.attention.attend(hidden[-1], keys)  # c_t (B, C)
+        return gru.step(gi_emb, att.context, hidden), att
+
+    def _deep_output(self, s: Tensor, context: Tensor, emb: Tensor) -> Tensor:
+        """``tanh(W [s; c; e])`` for one step ``(B, ·)`` or all steps ``(B, T, ·)``."""
+        return torch.tanh(self.feature(torch.cat([s, context, emb], dim=-1)))
+
     def _step_features(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        # One step (search): nn.GRU on the concatenated input is faster here than
+        # the hand-stepped cell (measured: greedy 134 vs 102 sent/s).
         att = self.attention.attend(state.hidden[-1], state.keys)  # c_t (B, C)
         rnn_in = torch.cat([emb, att.context], dim=-1).unsqueeze(1)  # (B, 1, E + C)
         out, hidden = self.rnn(rnn_in, state.hidden)
-        s = out[:, 0]  # (B, H)
-        feat = torch.tanh(self.feature(torch.cat([s, att.context, emb], dim=-1)))
+        feat = self._deep_output(out[:, 0], att.context, emb)
         return feat, DecoderState(hidden, state.feed, state.keys), att
+
+    def features(
+        self, emb: Tensor, state: DecoderState
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The step loop holds only what depends on the recurrence: the embeddings'
+        part of the GRU input gates is one matmul before the loop, the deep output
+        one matmul after it."""
+        gru = StackedGRU(self.rnn, emb.size(-1), self.training)
+        gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H), all steps at once
+        hidden = list(state.hidden.unbind(0))
+        tops, contexts, outs = [], [], []
+        for gi_emb in gates.unbind(0):
+            hidden, att = self._recur(gru, gi_emb, hidden, state.keys)
+            tops.append(hidden[-1])
+            contexts.append(att.context)
+            outs.append(att)
+        s, context = torch.stack(tops, dim=1), torch.stack(contexts, dim=1)
+        return (self._deep_output(s, context, emb), *_stack(outs))
 
 
 class LuongDecoder(Decoder):
@@ -256,14 +287,23 @@ class LuongDecoder(Decoder):
     def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
         return nn.Linear(context_size + self.hidden_size, self.hidden_size)  # W_c
 
+    def _attentional(self, h: Tensor, keys: Keys) -> tuple[Tensor, AttentionOutput]:
+        """One step: h ``(B, H)`` → h̃ = tanh(W_c [c; h]) ``(B, H)`` and the attention
+        (two matmuls instead of a concatenation per step)."""
+        att = self.attention.attend(h, keys)
+        c_size = att.context.size(-1)
+        w = self.feature.weight  # (H, C + H) over [c; h]
+        pre = F.linear(h, w[:, c_size:], self.feature.bias)
+        if c_size:
+            pre = torch.addmm(pre, att.context, w[:, :c_size].t())
+        return torch.tanh(pre), att
+
     def _step_features(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, DecoderState, AttentionOutput]:
         rnn_in = torch.cat([emb, state.feed], dim=-1).unsqueeze(1)  # (B, 1, E + F)
-        out, hidden = self.rnn(rnn_in, state.hidden)
-        h = out[:, 0]  # (B, H)
-        att = self.attention.attend(h, state.keys)
-        feat = torch.tanh(self.feature(torch.cat([att.context, h], dim=-1)))
+        out, hidden = self.rnn(rnn_in, state.hidden)  # nn.GRU: faster for one step
+        feat, att = self._attentional(out[:, 0], state.keys)
         feed = feat if self.input_feeding else state.feed
         return feat, DecoderState(hidden, feed, state.keys), att
 
@@ -271,11 +311,27 @@ class LuongDecoder(Decoder):
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         if self.input_feeding:
-            return super().features(emb, state)
+            return self._fed_features(emb, state)
         out, _ = self.rnn(emb, state.hidden)  # (B, T, H): one call over all steps
         att = self.attention.attend(out, state.keys)  # (B, T, C), (B, T, S)
         feats = torch.tanh(self.feature(torch.cat([att.context, out], dim=-1)))
         return feats, att.weights, att.head_weights
+
+    def _fed_features(
+        self, emb: Tensor, state: DecoderState
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Input feeding: the step loop, with the embeddings' part of the GRU input
+        gates computed for all steps in one matmul before it."""
+        gru = StackedGRU(self.rnn, emb.size(-1), self.training)
+        gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H)
+        hidden, feed = list(state.hidden.unbind(0)), state.feed
+        feats, outs = [], []
+        for gi_emb in gates.unbind(0):
+            hidden = gru.step(gi_emb, feed, hidden)
+            feed, att = self._attentional(hidden[-1], state.keys)
+            feats.append(feed)
+            outs.append(att)
+        return (torch.stack(feats, dim=1), *_stack(outs))
 
 
 DECODERS: dict[str, type[Decoder]] = {

@@ -1,0 +1,392 @@
+"""seq2seq next to JoeyNMT and OpenNMT-py: training tok/s, memory, decoding speed.
+
+One run, the same data, model and thread count for every system, run one after the
+other (``--rounds`` alternates them): the reference model (emb 256, bi-GRU 1 layer ×
+2×256, GRU decoder 512, bridge, dropout 0.2, vocabulary from the shared joint unigram
+8k SentencePiece model, Adam 1e-3, clip 5, fp32, ~64 sentences per batch) with additive
+attention (``--attention luong`` for Luong general with input feeding).
+
+- seq2seq trains on the harness's pieces ``$PEERS_ROOT/data/{train,valid}.sp.{de,en}``
+  (ids = 4 specials + the SentencePiece ids), batched by our length-bucketed token
+  sampler; without the harness it trains its own joint unigram 8k model on
+  ``--corpus`` (equivalent). Tok/s: target pieces + EOS per second, the median of
+  windows of ``--window`` steps after ``--warmup`` steps, in a fresh process (its peak
+  RSS is that process's).
+- Peers: ``run.py throughput joey|onmt`` of ``/work/shared/bench/peers`` (same
+  warm-up and step count); their decoding is timed with their own CLIs on the 1,014
+  validation sentences, with the model that run saved (``n/a`` when it cannot be).
+- Matmul utilisation: FLOPs of the model's matmuls per target token (``flops_per_token``
+  below, ×3 for a training step) × tok/s ÷ the fp32 ``torch.matmul`` rate measured here.
+
+    flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py            # all
+    flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --no-peers # ours only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = Path(os.environ.get("PEERS_HARNESS", "/work/shared/bench/peers"))
+PEERS_ROOT = Path(os.environ.get("PEERS_ROOT", Path.home() / ".cache/seq2seq-peers"))
+DATA = PEERS_ROOT / "data"
+MODEL = {"emb": 256, "enc": 256, "dec": 512, "vocab": 8004}
+
+
+def flops_per_token(att: str, src_per_tgt: float, s_mean: float) -> float:
+    """Forward matmul FLOPs per target token (2 per multiply-add), reference model.
+
+    Encoder (per source token, ×src_per_tgt): GRU gates of both directions
+    2 · 2·3He(E + He); keys 2·2He·Hd. Decoder per target token: GRU gates
+    2·3Hd(E + X + Hd) with X = C (Bahdanau context) or Hd (Luong feed); query
+    projection 2·Hd·Hd (additive only); scores + read 2·S·Hd + 2·S·C; deep output
+    2·Hd(Hd + C + E) (Bahdanau) or attentional layer 2·Hd(C + Hd) (Luong); vocabulary
+    projection 2·Hd·V."""
+    e, he, hd, v = MODEL["emb"], MODEL["enc"], MODEL["dec"], MODEL["vocab"]
+    c = 2 * he
+    enc = 2 * 2 * 3 * he * (e + he) + 2 * c * hd
+    if att == "bahdanau":
+        dec = 2 * 3 * hd * (e + c + hd) + 2 * hd * hd + 2 * hd * (hd + c + e)
+    else:
+        dec = 2 * 3 * hd * (e + hd + hd) + 2 * hd * (c + hd)
+    dec += 2 * s_mean * hd + 2 * s_mean * c + 2 * hd * v
+    return enc * src_per_tgt + dec
+
+
+def matmul_rate(m: int, k: int, n: int, seconds: float = 1.0) -> float:
+    """fp32 ``torch.matmul`` FLOP/s for (m×k)·(k×n), median of repeated runs."""
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    a @ b
+    rates, end = [], time.perf_counter() + seconds
+    while time.perf_counter() < end or len(rates) < 3:
+        t0 = time.perf_counter()
+        a @ b
+        rates.append(2 * m * k * n / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+# ---------------------------------------------------------------- our system (worker)
+def load_split(split: str, tok):
+    """EncodedSplit from the harness's pieces (ids + 4), or from our tokenizer."""
+    from seq2seq.data.prepare import EncodedSplit
+    from seq2seq.data.tokenizer import UNK_ID
+
+    if tok is None:
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=str(DATA / "spm.model"))
+
+        def ids(lang: str) -> list[list[int]]:
+            lines = (DATA / f"{split}.sp.{lang}").read_text().splitlines()
+            return [
+                [sp.piece_to_id(p) + 4 if sp.piece_to_id(p) else UNK_ID for p in ln]
+                for ln in (line.split() for line in lines)
+            ]
+
+        src, tgt = ids("de"), ids("en")
+    else:
+        src_text, tgt_text = tok["texts"][split]
+        src, tgt = tok["tok"].encode_src(src_text), tok["tok"].encode_tgt(tgt_text)
+        if split == "train":
+            keep = [i for i in range(len(src)) if 0 < len(src[i]) <= 50 >= len(tgt[i])]
+            src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+    return EncodedSplit([""] * len(src), [""] * len(tgt), src, tgt)
+
+
+def own_tokenizer(corpus: Path) -> dict:
+    """Joint unigram 8k SentencePiece on train de+en (when the harness is absent)."""
+    from seq2seq.data.tokenizer import Tokenizer
+
+    texts = {}
+    for split, name in (("train", "train"), ("valid", "validation")):
+        rows = [json.loads(x) for x in (corpus / f"{name}.jsonl").open()]
+        texts[split] = ([r["de"] for r in rows], [r["en"] for r in rows])
+    tok = Tokenizer.train(*texts["train"], 8000, "unigram", True, 1.0, 42)
+    return {"tok": tok, "texts": texts}
+
+
+def worker(args) -> dict:
+    """Train ``warmup + steps`` steps, then time greedy and beam-5 decoding."""
+    from seq2seq.config import ModelConfig
+    from seq2seq.data.batching import make_loader
+    from seq2seq.evaluate import token_loss
+    from seq2seq.model.search import beam_search, greedy_search
+    from seq2seq.model.seq2seq import build_model
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(42)
+    tok = None if (DATA / "train.sp.en").exists() else own_tokenizer(args.corpus)
+    train, valid = load_split("train", tok), load_split("valid", tok)
+    cfg = ModelConfig()
+    cfg.encoder.layers = 1  # the peers' encoder: one bidirectional layer
+    cfg.attention.type = "bahdanau" if args.attention == "bahdanau" else "luong_general"
+    cfg.decoder.style = "bahdanau" if args.attention == "bahdanau" else "luong"
+    model = build_model(cfg, MODEL["vocab"], MODEL["vocab"])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loader = make_loader(train, args.batch_tokens, shuffle=True, seed=42)
+    rates, sents, tokens, start, step = [], [], 0, 0.0, 0
+    model.train()
+    while len(rates) * args.window < args.steps:
+        for batch in loader:
+            out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
+            loss = token_loss(out.logits, batch.tgt_out, 0.0)
+            (loss / batch.n_tokens).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            sents.append(batch.src.size(0))
+            if step == args.warmup:
+                start, tokens = time.perf_counter(), 0
+            elif step > args.warmup:
+                tokens += batch.n_tokens
+                if (step - args.warmup) % args.window == 0:
+                    now = time.perf_counter()
+                    rates.append(tokens / (now - start))
+                    start, tokens = now, 0
+                    if len(rates) * args.window >= args.steps:
+                        break
+    res = {"train_tok_s": statistics.median(rates), "windows": rates}
+    res["sent_per_batch"] = statistics.mean(sents)
+    order = sorted(range(len(valid.src_ids)), key=lambda i: len(valid.src_ids[i]))
+    from seq2seq.data.batching import collate
+
+    chunks = [order[i : i + 64] for i in range(0, len(order), 64)]
+    batches = [
+        collate([(i, valid.src_ids[i], valid.tgt_ids[i]) for i in c]) for c in chunks
+    ]
+    for name, fn in (("greedy", greedy_search), ("beam5", beam_search)):
+        kw = {"beam_size": 5} if name == "beam5" else {}
+        t0 = time.perf_counter()
+        for b in batches:
+            fn(
+                model,
+                b.src,
+                b.src_lengths,
+                b.src_mask,
+                max_len_a=0,
+                max_len_b=100,
+                **kw,
+            )
+        res[f"{name}_sent_s"] = len(order) / (time.perf_counter() - t0)
+    res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    res["data"] = "harness pieces" if tok is None else "own joint unigram 8k"
+    src_t = sum(len(s) + 1 for s in train.src_ids)
+    res["src_per_tgt"] = src_t / sum(len(t) + 1 for t in train.tgt_ids)
+    res["s_mean"] = src_t / len(train.src_ids)
+    return res
+
+
+# ---------------------------------------------------------------- peers (harness)
+def peer_env() -> dict:
+    env = dict(
+        os.environ, PEERS_ROOT=str(PEERS_ROOT), TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"
+    )
+    env.update(OMP_NUM_THREADS="2", MKL_NUM_THREADS="2", CUDA_VISIBLE_DEVICES="")
+    return env
+
+
+def timed_cmd(cmd: list, log: Path) -> float:
+    t0 = time.perf_counter()
+    with log.open("w") as f:
+        subprocess.run(
+            list(map(str, cmd)),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=peer_env(),
+            check=True,
+        )
+    return time.perf_counter() - t0
+
+
+def peer_decode(tk: str, run: Path, beam: int) -> float | None:
+    """Sentences/s of the peer's own CLI on the validation set (model load included:
+    a few seconds; it is why the figure is a lower bound)."""
+    venv = PEERS_ROOT / "venvs" / tk / "bin"
+    n = len((DATA / "valid.sp.de").read_text().splitlines())
+    if tk == "onmt":
+        ckpts = sorted(run.glob("model_step_*.pt"))
+        if not ckpts:
+            return None
+        cmd = [
+            venv / "onmt_translate",
+            "-model",
+            ckpts[-1],
+            "-src",
+            DATA / "valid.sp.de",
+            "-output",
+            run / f"hyp{beam}",
+            "-beam_size",
+            beam,
+            "-batch_size",
+            64,
+            "-max_length",
+            100,
+            "-gpu",
+            -1,
+        ]
+    else:
+        ckpts = sorted((run / "model").glob("[0-9]*.ckpt"), key=lambda q: int(q.stem))
+        if not ckpts:
+            return None
+        cfg = (run / "config.yaml").read_text()
+        cfg = cfg.replace("testing:\n", f'testing:\n    load_model: "{ckpts[-1]}"\n', 1)
+        cfg = cfg.replace("beam_size: 1 ", f"beam_size: {beam} ")
+        cfg = cfg.replace(f'test: "{DATA}/test.sp"', f'test: "{DATA}/valid.sp"')
+        (run / f"test{beam}.yaml").write_text(cfg)
+        cmd = [
+            venv / "python",
+            "-m",
+            "joeynmt",
+            "test",
+            run / f"test{beam}.yaml",
+            "-o",
+            run / f"hyp{beam}",
+        ]
+        n *= 2  # joeynmt test decodes dev and test (both the validation set here)
+    try:
+        return n / timed_cmd(cmd, run / f"decode{beam}.log")
+    except subprocess.CalledProcessError as err:
+        print(f"{tk} beam {beam} decoding failed: {err}", file=sys.stderr)
+        return None
+
+
+def peer(tk: str, args) -> dict:
+    att = "bahdanau" if args.attention == "bahdanau" else "luong"
+    cmd = [
+        sys.executable,
+        PEERS / "run.py",
+        "throughput",
+        tk,
+        "--attention",
+        att,
+        "--warmup",
+        args.warmup,
+        "--steps",
+        args.steps,
+    ]
+    timed_cmd(cmd, PEERS_ROOT / f"bench_compare_{tk}.log")
+    r = json.loads((PEERS_ROOT / f"results/{tk}_{att}_throughput.json").read_text())
+    run = PEERS_ROOT / f"runs/{tk}_{att}_throughput"
+    return {
+        "train_tok_s": r["tgt_tok_per_s_data"],
+        "peak_rss_mb": r["peak_rss_mb"],
+        "sent_per_batch": 64,
+        "greedy_sent_s": peer_decode(tk, run, 1),
+        "beam5_sent_s": peer_decode(tk, run, 5),
+    }
+
+
+def peers_available() -> bool:
+    venvs = PEERS_ROOT / "venvs"
+    return (
+        all((venvs / v / "bin/python").exists() for v in ("joey", "onmt"))
+        and (DATA / "train.sp.en").exists()
+    )
+
+
+# ---------------------------------------------------------------- main
+def fmt(x, spec: str = ",.0f") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def ratio(a, b) -> float | None:
+    return None if a is None or not b else a / b
+
+
+def report(results: dict, big: float, own: float) -> None:
+    ours = results["seq2seq"]
+    peers = [k for k in results if k != "seq2seq"]
+    head = "| system | train tok/s | sent/batch | peak RSS MB | greedy sent/s | "
+    head += "beam5 sent/s |"
+    print(head + "".join(f" tok/s vs {p} | beam5 vs {p} |" for p in peers))
+    print("|---" * (6 + 2 * len(peers)) + "|")
+    for name, r in results.items():
+        row = (
+            f"| {name} | {fmt(r['train_tok_s'])} | {fmt(r['sent_per_batch'], '.1f')} | "
+            f"{fmt(r['peak_rss_mb'])} | {fmt(r['greedy_sent_s'], '.1f')} | "
+            f"{fmt(r['beam5_sent_s'], '.1f')} |"
+        )
+        for p in peers:
+            row += (
+                f" {fmt(ratio(r['train_tok_s'], results[p]['train_tok_s']), '.2f')} |"
+                f" {fmt(ratio(r['beam5_sent_s'], results[p]['beam5_sent_s']), '.2f')} |"
+            )
+        print(row)
+    fl = 3 * flops_per_token(ours["attention"], ours["src_per_tgt"], ours["s_mean"])
+    util = fl * ours["train_tok_s"] / big
+    print(
+        f"matmul fp32: 2048³ {big / 1e9:.1f} GFLOP/s, model shapes {own / 1e9:.1f} "
+        f"GFLOP/s; model {fl / 1e6:.1f} MFLOP per target token (training step); "
+        f"achieved {fl * ours['train_tok_s'] / 1e9:.1f} GFLOP/s = {util:.2f} of 2048³, "
+        f"{fl * ours['train_tok_s'] / own:.2f} of the model shapes; "
+        f"seq2seq windows {[round(x) for x in ours['windows']]}, data: {ours['data']}"
+    )
+    j, o = results.get("joeynmt", {}), results.get("opennmt", {})
+    print(
+        f"train_tok_s={ours['train_tok_s']:.0f} "
+        f"vs_joeynmt={fmt(ratio(ours['train_tok_s'], j.get('train_tok_s')), '.2f')} "
+        f"vs_opennmt={fmt(ratio(ours['train_tok_s'], o.get('train_tok_s')), '.2f')} "
+        f"matmul_utilisation={util:.2f} "
+        "beam5_vs_joeynmt="
+        f"{fmt(ratio(ours['beam5_sent_s'], j.get('beam5_sent_s')), '.2f')} "
+        f"peak_rss_mb={ours['peak_rss_mb']:.0f}"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--attention", choices=["bahdanau", "luong"], default="bahdanau")
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--steps", type=int, default=300, help="timed training steps")
+    p.add_argument("--window", type=int, default=25, help="steps per tok/s window")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=1, help="alternations (medians)")
+    p.add_argument("--batch-tokens", type=int, default=1152, help="~64 sentences")
+    p.add_argument("--corpus", type=Path, default=ROOT.parent / "shared/data/multi30k")
+    p.add_argument("--no-peers", action="store_true")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args) | {"attention": args.attention}))
+        return
+    torch.set_num_threads(args.threads)
+    use_peers = not args.no_peers and peers_available()
+    if not args.no_peers and not use_peers:
+        print(
+            f"peers not installed under {PEERS_ROOT} (run setup.sh and run.py "
+            "prepare): measuring seq2seq only",
+            file=sys.stderr,
+        )
+    runs: dict[str, list[dict]] = {}
+    for _ in range(args.rounds):
+        cmd = [sys.executable, __file__, "--worker", *sys.argv[1:]]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        runs.setdefault("seq2seq", []).append(json.loads(out.splitlines()[-1]))
+        if use_peers:
+            runs.setdefault("joeynmt", []).append(peer("joey", args))
+            runs.setdefault("opennmt", []).append(peer("onmt", args))
+    results = {}
+    for name, rs in runs.items():  # medians over rounds
+        results[name] = dict(rs[0])
+        for key in ("train_tok_s", "greedy_sent_s", "beam5_sent_s", "peak_rss_mb"):
+            vals = [r[key] for r in rs if r[key] is not None]
+            results[name][key] = statistics.median(vals) if vals else None
+    big = matmul_rate(2048, 2048, 2048)
+    shapes = [(1000, 512, 8004), (64, 512, 1536), (1000, 256, 768), (64, 512, 512)]
+    own = statistics.mean(matmul_rate(*s, seconds=0.5) for s in shapes)
+    report(results, big, own)
+
+
+if __name__ == "__main__":
+    main()
