@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -37,3 +39,19 @@ def tiny_train_config(cache_dir: Path, *overrides: str) -> DictConfig:
             config_name="train",
             overrides=[*TINY, f"data.cache_dir={cache_dir}", *overrides],
         )
+
+
+def run_script(
+    cwd: Path, script: str, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess:
+    """Run one of the installed console scripts; fail the test with its output."""
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / script), *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc

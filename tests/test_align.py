@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +13,7 @@ import torch
 from seq2seq.alignment_error import alignment_scores, reference_attention
 from seq2seq.data.prepare import EncodedSplit
 from seq2seq.model.seq2seq import ModelOutput
-from tests.helpers import TINY
+from tests.helpers import TINY, run_script
 
 
 class DiagonalModel(torch.nn.Module):
@@ -120,23 +118,11 @@ def test_pharaoh_lines_over_pieces_words_threshold_and_shift():
 slow = pytest.mark.slow
 
 
-def _run(cwd: Path, script: str, *args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / script), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("align")
     run_dir = tmp / "run"
-    _run(
+    run_script(
         tmp,
         "seq2seq-train",
         *TINY,
@@ -169,7 +155,7 @@ def test_training_logs_valid_aer(trained):
 @slow
 def test_evaluate_reports_aer_on_references(trained):
     tmp, ckpt = trained
-    proc = _run(
+    proc = run_script(
         tmp,
         "seq2seq-evaluate",
         f"checkpoint={ckpt}",
@@ -187,7 +173,7 @@ def test_pharaoh_over_the_whole_split_in_words_and_with_threshold(trained):
     tmp, ckpt = trained
     common = [f"checkpoint={ckpt}", "split=test", "format=pharaoh"]
     out = tmp / "ph"
-    _run(
+    run_script(
         tmp,
         "seq2seq-align",
         *common,
@@ -196,7 +182,7 @@ def test_pharaoh_over_the_whole_split_in_words_and_with_threshold(trained):
         f"output={out / 'words.txt'}",
         f"hydra.run.dir={out}",
     )
-    _run(
+    run_script(
         tmp,
         "seq2seq-align",
         *common,
@@ -206,7 +192,7 @@ def test_pharaoh_over_the_whole_split_in_words_and_with_threshold(trained):
         f"output={out / 'many.txt'}",
         f"hydra.run.dir={out}",
     )
-    _run(
+    run_script(
         tmp,
         "seq2seq-align",
         *common,
@@ -237,7 +223,7 @@ def test_json_npy_html_with_attribution_and_gold(trained):
     tmp, ckpt = trained
     common = [f"checkpoint={ckpt}", "split=test", "index=[0,1,2]", "references=true"]
     out = tmp / "ex"
-    proc = _run(
+    proc = run_script(
         tmp,
         "seq2seq-align",
         *common,
@@ -253,7 +239,7 @@ def test_json_npy_html_with_attribution_and_gold(trained):
         assert w.shape == a.shape == (len(r["tgt_tokens"]), len(r["src_tokens"]))
         np.testing.assert_allclose(a.sum(1), 1.0, atol=1e-5)
         assert r["gold"] and -1 <= r["spearman"] <= 1
-    _run(
+    run_script(
         tmp,
         "seq2seq-align",
         *common,
@@ -268,7 +254,7 @@ def test_json_npy_html_with_attribution_and_gold(trained):
         len(tokens[2]["tgt_tokens"]),
         len(tokens[2]["src_tokens"]),
     )
-    _run(
+    run_script(
         tmp,
         "seq2seq-align",
         *common,

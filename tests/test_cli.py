@@ -3,36 +3,21 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.helpers import TINY
+from tests.helpers import TINY, run_script
 
 pytestmark = pytest.mark.slow
-
-
-def _run(tmp_path: Path, script: str, *args: str, stdin: str | None = None):
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / script), *args],
-        cwd=tmp_path,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("cli")
     run_dir = tmp / "run"
-    proc = _run(
+    proc = run_script(
         tmp,
         "seq2seq-train",
         *TINY,
@@ -50,7 +35,7 @@ def trained(tmp_path_factory) -> tuple[Path, Path]:
 
 def test_evaluate_prints_scores_with_signatures(trained):
     tmp, ckpt = trained
-    proc = _run(
+    proc = run_script(
         tmp,
         "seq2seq-evaluate",
         f"checkpoint={ckpt}",
@@ -79,7 +64,7 @@ def test_evaluate_on_another_corpus(trained, tmp_path):
     )
     for split in ("train", "validation"):
         (tmp_path / f"{split}.jsonl").write_text((tmp_path / "test.jsonl").read_text())
-    proc = _run(
+    proc = run_script(
         tmp,
         "seq2seq-evaluate",
         f"checkpoint={ckpt}",
@@ -93,7 +78,7 @@ def test_evaluate_on_another_corpus(trained, tmp_path):
 def test_translate_keeps_empty_lines_and_truncates_long_ones(trained):
     tmp, ckpt = trained
     long_line = " ".join(["the blue notebook"] * 60)
-    proc = _run(
+    proc = run_script(
         tmp,
         "seq2seq-translate",
         f"checkpoint={ckpt}",
@@ -111,7 +96,7 @@ def test_translate_keeps_empty_lines_and_truncates_long_ones(trained):
 def test_align_every_format(trained, fmt):
     tmp, ckpt = trained
     out_dir = tmp / f"align_{fmt}"
-    proc = _run(
+    proc = run_script(
         tmp,
         "seq2seq-align",
         f"checkpoint={ckpt}",
@@ -141,7 +126,7 @@ def test_align_every_format(trained, fmt):
 
 def test_align_from_split_with_reference_and_merged_words(trained):
     tmp, ckpt = trained
-    proc = _run(
+    proc = run_script(
         tmp,
         "seq2seq-align",
         f"checkpoint={ckpt}",
@@ -152,7 +137,7 @@ def test_align_from_split_with_reference_and_merged_words(trained):
         f"hydra.run.dir={tmp / 'align_ref'}",
     )
     assert "carnet" in proc.stdout
-    _run(
+    run_script(
         tmp,
         "seq2seq-align",
         f"checkpoint={ckpt}",
@@ -165,7 +150,7 @@ def test_align_from_split_with_reference_and_merged_words(trained):
 
 
 def test_multirun_sweep_runs_one_job_per_value(tmp_path):
-    _run(
+    run_script(
         tmp_path,
         "seq2seq-train",
         "-m",
