@@ -208,3 +208,14 @@ def as_numpy(weights: Any) -> np.ndarray:
     if hasattr(weights, "detach"):  # torch.Tensor, without importing torch here
         weights = weights.detach().double().cpu().numpy()
     return np.asarray(weights)
+
+
+def as_matrix(weights: Any, n_src: int, n_tgt: int) -> np.ndarray:
+    """``weights`` as a float64 ``(T, S)`` array, checked against the token counts."""
+    w = np.asarray(as_numpy(weights), dtype=np.float64)
+    if w.shape != (n_tgt, n_src):
+        raise ValueError(
+            f"weights of shape {tuple(w.shape)} do not match {n_tgt} target and "
+            f"{n_src} source tokens (want (T, S) = ({n_tgt}, {n_src}))"
+        )
+    return w

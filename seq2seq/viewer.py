@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from seq2seq.metrics import WORD_START, as_numpy, group_pieces, is_special
+from seq2seq.metrics import (
+    WORD_START,
+    as_matrix,
+    as_numpy,
+    group_pieces,
+    is_special,
+)
 from seq2seq.metrics import parse_pharaoh as _parse
 
 CAVEAT = (
@@ -81,16 +87,6 @@ e.target.closest('[data-tip]'):null;if(!el){tip.style.display='none';return;}
 tip.textContent=el.getAttribute('data-tip');tip.style.display='block';
 tip.style.left=(e.clientX+12)+'px';tip.style.top=(e.clientY+12)+'px';});
 document.body.setAttribute('data-ready','1');})();"""
-
-
-def _matrix(weights: Any, n_src: int, n_tgt: int) -> np.ndarray:
-    w = np.asarray(as_numpy(weights), dtype=np.float64)
-    if w.shape != (n_tgt, n_src):
-        raise ValueError(
-            f"weights of shape {tuple(w.shape)} do not match {n_tgt} target and "
-            f"{n_src} source tokens (want (T, S) = ({n_tgt}, {n_src}))"
-        )
-    return w
 
 
 def _word_groups(tokens: Sequence[str]) -> list[list[int]]:
@@ -164,13 +160,13 @@ def _color(value: float) -> str:
 
 def _matrices(item: dict, n_src: int, n_tgt: int) -> dict[str, np.ndarray]:
     """The selectable matrices: the attention, or each head and their mean."""
-    w = _matrix(item["weights"], n_src, n_tgt)
+    w = as_matrix(item["weights"], n_src, n_tgt)
     if item.get("heads") is None:
         return {"attention": w}
     heads = np.asarray(as_numpy(item["heads"]), dtype=np.float64)
     mats = {"mean": w}
     for h, hw in enumerate(heads):
-        mats[f"head {h + 1}"] = _matrix(hw, n_src, n_tgt)
+        mats[f"head {h + 1}"] = as_matrix(hw, n_src, n_tgt)
     return mats
 
 
@@ -193,7 +189,7 @@ def _section(k: int, item: dict) -> tuple[str, dict]:
         parts.append(f'<div class="heat" data-key="{esc(key)}"{hidden}>{table}</div>')
     parts.append("</div>")
     if item.get("attribution") is not None:
-        attr = _matrix(item["attribution"], len(src), len(tgt))
+        attr = as_matrix(item["attribution"], len(src), len(tgt))
         parts.append("<div><h3>attribution (gradient × input)</h3>")
         parts.append(f'<div class="attr">{_table(attr, src, tgt)}</div>')
         rho = item.get("spearman")

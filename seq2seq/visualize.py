@@ -19,21 +19,11 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from seq2seq.metrics import as_numpy, group_pieces
+from seq2seq.metrics import as_matrix, as_numpy, group_pieces
 from seq2seq.viewer import CAVEAT as ATTENTION_CAVEAT
 from seq2seq.viewer import alignment_html  # noqa: F401  (re-exported)
 
 _SHADES = " ░▒▓█"
-
-
-def _matrix(weights: Any, n_src: int, n_tgt: int) -> np.ndarray:
-    w = np.asarray(as_numpy(weights), dtype=np.float64)
-    if w.shape != (n_tgt, n_src):
-        raise ValueError(
-            f"weights of shape {tuple(w.shape)} do not match {n_tgt} target and "
-            f"{n_src} source tokens (want (T, S) = ({n_tgt}, {n_src}))"
-        )
-    return w
 
 
 def _font_size(n: int) -> float:
@@ -73,7 +63,7 @@ def plot_alignment(
     The figure grows with the sentence lengths, labels shrink, the colour scale is fixed
     to [0, 1] with a colorbar, and :data:`ATTENTION_CAVEAT` is written underneath.
     """
-    w = _matrix(weights, len(src_tokens), len(tgt_tokens))
+    w = as_matrix(weights, len(src_tokens), len(tgt_tokens))
     width = float(np.clip(2.5 + 0.32 * len(src_tokens), 5.0, 30.0))
     height = float(np.clip(2.0 + 0.28 * len(tgt_tokens), 4.0, 30.0))
     fig = Figure(figsize=(width, height), layout="constrained")
@@ -97,7 +87,7 @@ def plot_heads(
     hw = np.asarray(as_numpy(head_weights), dtype=np.float64)
     if hw.ndim != 3:
         raise ValueError(f"head weights must be (heads, T, S), got {tuple(hw.shape)}")
-    panels = [_matrix(h, len(src_tokens), len(tgt_tokens)) for h in hw]
+    panels = [as_matrix(h, len(src_tokens), len(tgt_tokens)) for h in hw]
     panels.append(hw.mean(axis=0))
     names = [f"head {k + 1}" for k in range(len(hw))] + ["mean"]
     cols = min(len(panels), 3)
@@ -137,10 +127,10 @@ def plot_comparison(
     disagree.
     """
     panels = [
-        ("attention", _matrix(weights, len(src_tokens), len(tgt_tokens))),
+        ("attention", as_matrix(weights, len(src_tokens), len(tgt_tokens))),
         (
             "attribution (gradient × input)",
-            _matrix(attribution, len(src_tokens), len(tgt_tokens)),
+            as_matrix(attribution, len(src_tokens), len(tgt_tokens)),
         ),
     ]
     cell_w = float(np.clip(1.5 + 0.3 * len(src_tokens), 3.5, 14.0))
@@ -190,7 +180,7 @@ def merge_subwords(
     word are averaged. Specials such as ``</s>`` stay tokens of their own.
     Returns ``(weights (T_words, S_words), src_words, tgt_words)``.
     """
-    w = _matrix(weights, len(src_pieces), len(tgt_pieces))
+    w = as_matrix(weights, len(src_pieces), len(tgt_pieces))
     src_groups, tgt_groups = group_pieces(src_pieces), group_pieces(tgt_pieces)
     cols = np.stack([w[:, idx].sum(axis=1) for _, idx in src_groups], axis=1)
     rows = np.stack([cols[idx].mean(axis=0) for _, idx in tgt_groups], axis=0)
@@ -227,7 +217,7 @@ def alignment_terminal(
     Cells are shade blocks (`` ░▒▓█``), or ANSI 256-colour greys when ``color``; each
     row ends with the source token it attends to most.
     """
-    w = _matrix(weights, len(src_tokens), len(tgt_tokens))
+    w = as_matrix(weights, len(src_tokens), len(tgt_tokens))
     label_w = max((len(t) for t in tgt_tokens), default=1)
     lines = [" ".join(f"{k}:{tok}" for k, tok in enumerate(src_tokens))]
     lines.append(
