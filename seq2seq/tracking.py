@@ -9,10 +9,12 @@ never branches on the rank. Tags are namespaced (``train/loss``, ``valid/bleu``,
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm.auto import tqdm
 
 log = logging.getLogger(__name__)
@@ -183,3 +185,31 @@ def progress_bar(
 ) -> ProgressBar:
     """A progress bar for ``total`` steps (``None``: unknown), or a silent stand-in."""
     return ProgressBar(total, enabled=enabled, desc=desc)
+
+
+class ThroughputMeter:
+    """Accumulates loss and tokens between logging steps; syncs only when flushed."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.loss_sum = 0.0
+        self.tokens = 0
+        self.grad_norms: list[torch.Tensor] = []
+        self.start = time.perf_counter()
+
+    def add(self, stats: dict) -> None:
+        self.loss_sum = self.loss_sum + stats["loss_sum"]
+        self.tokens += stats["tokens"]
+        self.grad_norms.append(stats["grad_norm"])
+
+    def flush(self) -> dict:
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        out = {
+            "loss": float(self.loss_sum) / max(self.tokens, 1),
+            "grad_norm": float(torch.stack(self.grad_norms).float().mean()),
+            "tokens_per_sec": self.tokens / elapsed,
+        }
+        self._reset()
+        return out

@@ -31,7 +31,7 @@ from seq2seq.evaluate import token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 from seq2seq.optim import build_optimizer, build_scheduler, teacher_forcing_ratio
 from seq2seq.runtime import StopRequested, autocast, resolve_precision
-from seq2seq.tracking import Tracker, progress_bar
+from seq2seq.tracking import ThroughputMeter, Tracker, progress_bar
 from seq2seq.validation import validate
 
 log = logging.getLogger(__name__)
@@ -264,7 +264,7 @@ class Trainer:
             desc=f"epoch {self.progress.epoch + 1}",
         )
         bar.update(self.sampler.state_dict().get("position", 0))
-        window = _ThroughputWindow()
+        window = ThroughputMeter()
         try:
             for batches in self._micro_batches():
                 stats = self.train_step(batches)
@@ -371,31 +371,3 @@ class Trainer:
         if METRIC_MODES[self.tcfg.early_stopping_metric] == "max":
             return metric > best
         return metric < best
-
-
-class _ThroughputWindow:
-    """Accumulates loss and tokens between logging steps; syncs only when flushed."""
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        self.loss_sum = 0.0
-        self.tokens = 0
-        self.grad_norms: list[torch.Tensor] = []
-        self.start = time.perf_counter()
-
-    def add(self, stats: dict) -> None:
-        self.loss_sum = self.loss_sum + stats["loss_sum"]
-        self.tokens += stats["tokens"]
-        self.grad_norms.append(stats["grad_norm"])
-
-    def flush(self) -> dict:
-        elapsed = max(time.perf_counter() - self.start, 1e-9)
-        out = {
-            "loss": float(self.loss_sum) / max(self.tokens, 1),
-            "grad_norm": float(torch.stack(self.grad_norms).float().mean()),
-            "tokens_per_sec": self.tokens / elapsed,
-        }
-        self._reset()
-        return out
