@@ -29,7 +29,8 @@ def trained(tmp_path_factory) -> tuple[Path, Path]:
     assert "tensorboard --logdir" in proc.stdout
     assert (run_dir / "alignments" / "valid_0.png").is_file()
     assert (run_dir / "hyps" / "test.txt").is_file()
-    assert not (tmp / "outputs").exists() or run_dir.exists()
+    # Nothing lands in the working directory: only the cache and run dir we named.
+    assert sorted(p.name for p in tmp.iterdir()) == ["cache", "run"]
     return tmp, run_dir / "checkpoints" / "best.pt"
 
 
