@@ -102,7 +102,7 @@ class OptimConfig:
 
 @dataclass
 class SchedulerConfig:
-    name: str = "plateau"  # plateau | constant | warmup
+    name: str = "plateau"  # plateau | constant | warmup | budget
     factor: float = 0.5  # plateau: multiply the lr by this
     patience: int = 2  # plateau: validations without improvement
     min_lr: float = 1e-5

@@ -24,16 +24,54 @@ class WarmupThen(torch.optim.lr_scheduler.LambdaLR):
         super().__init__(optimizer, factor)
 
 
+class BudgetCosine:
+    """Warm-up, then cosine decay to ``min_lr`` as the run's budget is spent.
+
+    A run with a fixed budget (minutes, steps or epochs) ends best with the learning
+    rate annealed to the floor *at* the budget; a plateau schedule instead waits for
+    validations that a short run does not have. The caller passes the fraction of the
+    budget used, so one schedule serves a wall-clock limit and a step limit alike.
+    """
+
+    def __init__(self, optimizer, warmup_steps: int, min_lr: float) -> None:
+        self.optimizer = optimizer
+        self.warmup_steps = warmup_steps
+        self.min_lr = min_lr
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
+
+    def update(self, step: int, fraction: float) -> None:
+        """Set the learning rate for optimizer step ``step`` at ``fraction`` of the budget."""
+        cosine = 0.5 * (1.0 + math.cos(math.pi * min(max(fraction, 0.0), 1.0)))
+        warm = 1.0
+        if self.warmup_steps and step < self.warmup_steps:
+            warm = (step + 1) / self.warmup_steps
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            floor = min(self.min_lr, base)
+            group["lr"] = warm * (floor + (base - floor) * cosine)
+
+    def state_dict(self) -> dict:
+        return {"base_lrs": list(self.base_lrs)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.base_lrs = list(state["base_lrs"])
+
+
+SCHEDULERS = ("plateau", "constant", "warmup", "budget")
+
+
 def build_scheduler(cfg, optimizer, metric: str):
-    """Return ``(step_scheduler, plateau_scheduler)``; either may be None.
+    """Return ``(step_scheduler, plateau_scheduler, budget_scheduler)``; any may be None.
 
     The step scheduler advances every optimizer step (warm-up); the plateau scheduler
-    advances at every validation with the early-stopping metric.
+    advances at every validation with the early-stopping metric; the budget scheduler
+    is told the fraction of the training budget used after every step.
     """
-    if cfg.name not in ("plateau", "constant", "warmup"):
+    if cfg.name not in SCHEDULERS:
         raise ValueError(
-            f"scheduler.name must be plateau, constant or warmup, got {cfg.name!r}"
+            f"scheduler.name must be one of {', '.join(SCHEDULERS)}, got {cfg.name!r}"
         )
+    if cfg.name == "budget":
+        return None, None, BudgetCosine(optimizer, cfg.warmup_steps, cfg.min_lr)
     step_sched = None
     if cfg.warmup_steps or cfg.name == "warmup":
         step_sched = WarmupThen(optimizer, cfg.warmup_steps, decay=cfg.name == "warmup")
@@ -46,7 +84,7 @@ def build_scheduler(cfg, optimizer, metric: str):
             patience=cfg.patience,
             min_lr=cfg.min_lr,
         )
-    return step_sched, plateau
+    return step_sched, plateau, None
 
 
 def teacher_forcing_ratio(

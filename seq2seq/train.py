@@ -48,6 +48,7 @@ class Progress:
     best_metric: float | None = None
     bad_validations: int = 0
     skipped_batches: int = 0
+    elapsed_s: float = 0.0  # training wall-clock, summed over resumed runs
     history: list[dict] = field(default_factory=list)
 
 
@@ -92,7 +93,7 @@ class Trainer:
                 f"trainer.early_stopping_metric must be one of {sorted(METRIC_MODES)}, "
                 f"got {metric!r}"
             )
-        self.step_sched, self.plateau = build_scheduler(
+        self.step_sched, self.plateau, self.budget = build_scheduler(
             cfg.scheduler, self.optimizer, metric
         )
         self.scaler = torch.amp.GradScaler(
@@ -125,6 +126,7 @@ class Trainer:
             "scheduler": {
                 "step": self.step_sched.state_dict() if self.step_sched else None,
                 "plateau": self.plateau.state_dict() if self.plateau else None,
+                "budget": self.budget.state_dict() if self.budget else None,
             },
             "scaler": self.scaler.state_dict(),
             "step": self.progress.step,
@@ -151,6 +153,8 @@ class Trainer:
             self.step_sched.load_state_dict(state["scheduler"]["step"])
         if self.plateau and state["scheduler"]["plateau"]:
             self.plateau.load_state_dict(state["scheduler"]["plateau"])
+        if self.budget and state["scheduler"].get("budget"):
+            self.budget.load_state_dict(state["scheduler"]["budget"])
         self.scaler.load_state_dict(state["scaler"])
         self.progress = Progress(**state["progress"])
         self.sampler.load_state_dict(state["sampler"])
@@ -232,7 +236,10 @@ class Trainer:
 
     def fit(self) -> TrainResult:
         """Train until a limit, early stopping or a signal; return where things are."""
-        start = time.monotonic()
+        # max_minutes counts training time across resumes, not since this launch.
+        start = time.monotonic() - self.progress.elapsed_s
+        if self.budget:
+            self.budget.update(self.progress.step, self._budget_used())
         reason = "max_epochs"
         with StopRequested() as stop:
             while self.progress.epoch < self.tcfg.max_epochs:
@@ -272,6 +279,9 @@ class Trainer:
                 if stats is None:
                     continue
                 self.progress.step += 1
+                self.progress.elapsed_s = time.monotonic() - start
+                if self.budget:
+                    self.budget.update(self.progress.step, self._budget_used())
                 window.add(stats)
                 if self.progress.step % self.tcfg.log_every == 0:
                     self._log_train(window.flush(), bar)
@@ -288,6 +298,16 @@ class Trainer:
         finally:
             bar.close()
         return "epoch_end"
+
+    def _budget_used(self) -> float:
+        """Fraction of the run's budget spent: the largest over the limits that are set."""
+        epochs = self.progress.epoch + self.sampler.position / max(len(self.sampler), 1)
+        used = [epochs / self.tcfg.max_epochs]
+        if self.tcfg.max_steps:
+            used.append(self.progress.step / self.tcfg.max_steps)
+        if self.tcfg.max_minutes:
+            used.append(self.progress.elapsed_s / 60 / self.tcfg.max_minutes)
+        return max(used)
 
     def _limit_reached(self, start: float, stop: StopRequested) -> str:
         reason = ""
