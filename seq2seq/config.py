@@ -144,6 +144,8 @@ class TrainerConfig:
     log_every: int = 50
     valid_every: int | None = None  # steps; validation also runs at every epoch end
     valid_max_sentences: int | None = None  # decode only the first N validation pairs
+    # beam size for validation (1: greedy, cheap); null: decode.beam_size
+    valid_beam_size: int | None = None
     early_stopping_metric: str = "bleu"  # bleu | chrf | loss
     patience: int | None = None  # validations without improvement before stopping
     nonfinite: str = "skip"  # skip | stop

@@ -8,6 +8,7 @@ from seq2seq.align import alignment_figure, force_decode
 from seq2seq.alignment_error import alignment_scores
 from seq2seq.data.prepare import EncodedSplit, PreparedData
 from seq2seq.evaluate import detokenize, head, split_loss, translate_split
+from seq2seq.inference import decode_settings
 from seq2seq.metrics import score
 from seq2seq.tracking import Tracker
 
@@ -24,9 +25,8 @@ def validate(
     split = data.splits["validation"]
     loss = split_loss(model, split, cfg.data.batch_tokens, device, amp_dtype)
     subset = head(split, cfg.trainer.valid_max_sentences)
-    hyps = translate_split(
-        model, subset, cfg.decode, device, cfg.data.batch_tokens, amp_dtype
-    )
+    decode = decode_settings(cfg.decode, cfg.trainer.valid_beam_size)
+    hyps = translate_split(model, subset, decode, device, cfg.data.batch_tokens, amp_dtype)
     texts = detokenize(data.tokenizer, hyps)
     scores = score(texts, subset.tgt_text)
     ppl = math.exp(min(loss, 50.0))

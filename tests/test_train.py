@@ -168,3 +168,28 @@ def test_sigterm_finishes_the_step_and_saves_last(tmp_path, monkeypatch):
     result = trainer.fit()
     assert result.stop_reason == "signal"
     assert load_checkpoint(result.last_checkpoint)["step"] == 3
+
+
+@pytest.mark.parametrize(("valid_beam", "expected"), [("1", 1), ("null", 5)])
+def test_validation_decodes_with_valid_beam_size(
+    tmp_path, monkeypatch, valid_beam, expected
+):
+    seen = []
+    real = train_module.validate.__globals__["translate_split"]
+
+    def spy(model, split, decode, *args):
+        seen.append(decode.beam_size)
+        return real(model, split, decode, *args)
+
+    monkeypatch.setitem(train_module.validate.__globals__, "translate_split", spy)
+    trainer = _trainer(
+        tmp_path,
+        "run",
+        "decode=beam",
+        f"trainer.valid_beam_size={valid_beam}",
+        "trainer.max_steps=2",
+        "trainer.valid_every=null",
+    )
+    trainer.fit()
+    assert seen == [expected]
+    assert trainer.cfg.decode.beam_size == 5  # the final scores still use the beam

@@ -1,0 +1,184 @@
+"""The de→en attention ablation: every attention × decoder style, input feeding on and
+off, and no attention at all, trained with the same recipe, budget and seeds.
+
+Each row is one ``seq2seq-train`` command (printed, so any row can be rerun alone)
+followed by ``seq2seq-evaluate`` on the validation split, greedy and beam 5. Test sets
+are not used: the table compares designs, it does not pick a model. Results go to
+``<out>/ablation.md`` (a Markdown table, mean ± sd over seeds) and ``<out>/runs.jsonl``;
+finished runs are reused, so an interrupted ablation continues where it stopped.
+
+    python scripts/ablation.py --minutes 4 --seeds 42 --out outputs/ablation
+    python scripts/ablation.py --dry-run          # print the commands only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+ATTENTIONS = ("bahdanau", "luong_dot", "luong_general", "luong_concat")
+STYLES = (  # (label, overrides): the decoder style and Luong input feeding
+    ("Bahdanau", ["model.decoder.style=bahdanau"]),
+    ("Luong + feeding", ["model.decoder.style=luong", "model.decoder.input_feeding=1"]),
+    ("Luong", ["model.decoder.style=luong", "model.decoder.input_feeding=0"]),
+)
+SCORE = re.compile(r"^BLEU ([\d.]+) chrF ([\d.]+)", re.MULTILINE)
+PARAMS = re.compile(r"model: ([\d,]+) parameters")
+
+
+def grid() -> list[tuple[str, str, list[str]]]:
+    """(attention, decoder label, overrides) for every row of the table."""
+    rows = [
+        (att, label, [f"model/attention={att}", *style])
+        for att in ATTENTIONS
+        for label, style in STYLES
+    ]
+    rows.append(("none", "Luong", ["model/attention=none", *STYLES[2][1]]))
+    return rows
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--experiment", default="multi30k_de_en_cpu30")
+    p.add_argument("--minutes", type=float, default=4.0, help="training budget per run")
+    p.add_argument("--seeds", type=int, nargs="+", default=[42])
+    p.add_argument("--corpus", default=str(ROOT.parent / "shared/data/multi30k"))
+    p.add_argument("--out", default="outputs/ablation")
+    p.add_argument("--dry-run", action="store_true", help="print the commands only")
+    p.add_argument("extra", nargs="*", help="more overrides for every run")
+    return p.parse_args()
+
+
+def run(cmd: list[str], log: Path) -> str:
+    """Run a console script, keep its output in ``log``, fail loudly with its tail."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    if proc.returncode:
+        tail = (proc.stdout + proc.stderr)[-3000:]
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
+    return proc.stdout + proc.stderr
+
+
+def evaluate(checkpoint: Path, beam: int, run_dir: Path) -> tuple[float, float]:
+    out = run(
+        [
+            str(BIN / "seq2seq-evaluate"),
+            f"checkpoint={checkpoint}",
+            "split=validation",
+            f"beam_size={beam}",
+            f"hydra.run.dir={run_dir / f'eval_beam{beam}'}",
+        ],
+        run_dir / f"eval_beam{beam}.log",
+    )
+    bleu, chrf = SCORE.search(out).groups()
+    return float(bleu), float(chrf)
+
+
+def one_run(args, attention: str, label: str, overrides: list[str], seed: int) -> dict:
+    name = f"{attention}-{label.replace(' + ', '-').replace(' ', '_').lower()}-s{seed}"
+    run_dir = Path(args.out).resolve() / name
+    result_file = run_dir / "result.json"
+    if result_file.exists():
+        return json.loads(result_file.read_text())
+    train = [
+        str(BIN / "seq2seq-train"),
+        f"experiment={args.experiment}",
+        f"data.local_dir={args.corpus}",
+        *overrides,
+        f"trainer.max_minutes={args.minutes}",
+        f"trainer.seed={seed}",
+        "evaluate_test=false",
+        "trainer.progress=false",
+        *args.extra,
+        f"hydra.run.dir={run_dir}",
+    ]
+    print("$ seq2seq-train", " ".join(a for a in train[1:] if "hydra.run" not in a))
+    if args.dry_run:
+        return {}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    log = run(train, run_dir / "train.log")
+    wall = time.monotonic() - start
+    best = run_dir / "checkpoints" / "best.pt"
+    greedy, beam = evaluate(best, 1, run_dir), evaluate(best, 5, run_dir)
+    result = {
+        "attention": attention,
+        "decoder": label,
+        "seed": seed,
+        "params": int(PARAMS.search(log).group(1).replace(",", "")),
+        "train_wall_s": round(wall, 1),
+        "greedy_bleu": greedy[0],
+        "greedy_chrf": greedy[1],
+        "beam5_bleu": beam[0],
+        "beam5_chrf": beam[1],
+        "command": "seq2seq-train " + " ".join(train[1:-1]),
+    }
+    result_file.write_text(json.dumps(result), encoding="utf-8")
+    return result
+
+
+def mean_sd(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def table(results: list[dict], args) -> str:
+    lines = [
+        f"Multi30k de→en validation BLEU (cased sacreBLEU), {args.minutes:g} minutes "
+        f"of training each, seeds {', '.join(map(str, args.seeds))}, "
+        f"`{args.experiment}`.",
+        "",
+        "| attention | decoder | parameters | greedy BLEU | beam-5 BLEU "
+        "| beam-5 chrF |",
+        "|---|---|---|---|---|---|",
+    ]
+    for attention, label, _ in grid():
+        rows = [
+            r for r in results if r["attention"] == attention and r["decoder"] == label
+        ]
+        if not rows:
+            continue
+        lines.append(
+            f"| {attention} | {label} | {rows[0]['params'] / 1e6:.2f} M | "
+            f"{mean_sd([r['greedy_bleu'] for r in rows])} | "
+            f"{mean_sd([r['beam5_bleu'] for r in rows])} | "
+            f"{mean_sd([r['beam5_chrf'] for r in rows])} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    args = parse_args()
+    results = []
+    for seed in args.seeds:
+        for attention, label, overrides in grid():
+            result = one_run(args, attention, label, overrides, seed)
+            if result:
+                results.append(result)
+                print(
+                    f"  greedy {result['greedy_bleu']:.2f} beam5 "
+                    f"{result['beam5_bleu']:.2f} ({result['train_wall_s']:.0f} s)",
+                    flush=True,
+                )
+    if args.dry_run:
+        return
+    out = Path(args.out)
+    with open(out / "runs.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in results)
+    text = table(results, args)
+    (out / "ablation.md").write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
