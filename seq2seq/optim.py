@@ -40,7 +40,7 @@ class BudgetCosine:
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
 
     def update(self, step: int, fraction: float) -> None:
-        """Set the learning rate for optimizer step ``step`` at ``fraction`` of the budget."""
+        """Set the learning rate of step ``step`` at ``fraction`` of the budget."""
         cosine = 0.5 * (1.0 + math.cos(math.pi * min(max(fraction, 0.0), 1.0)))
         warm = 1.0
         if self.warmup_steps and step < self.warmup_steps:
@@ -60,7 +60,7 @@ SCHEDULERS = ("plateau", "constant", "warmup", "budget")
 
 
 def build_scheduler(cfg, optimizer, metric: str):
-    """Return ``(step_scheduler, plateau_scheduler, budget_scheduler)``; any may be None.
+    """Return ``(step_scheduler, plateau, budget_scheduler)``; any may be None.
 
     The step scheduler advances every optimizer step (warm-up); the plateau scheduler
     advances at every validation with the early-stopping metric; the budget scheduler

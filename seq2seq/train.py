@@ -300,7 +300,7 @@ class Trainer:
         return "epoch_end"
 
     def _budget_used(self) -> float:
-        """Fraction of the run's budget spent: the largest over the limits that are set."""
+        """Fraction of the run's budget spent: the largest over the limits set."""
         epochs = self.progress.epoch + self.sampler.position / max(len(self.sampler), 1)
         used = [epochs / self.tcfg.max_epochs]
         if self.tcfg.max_steps:

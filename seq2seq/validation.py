@@ -26,7 +26,8 @@ def validate(
     loss = split_loss(model, split, cfg.data.batch_tokens, device, amp_dtype)
     subset = head(split, cfg.trainer.valid_max_sentences)
     decode = decode_settings(cfg.decode, cfg.trainer.valid_beam_size)
-    hyps = translate_split(model, subset, decode, device, cfg.data.batch_tokens, amp_dtype)
+    batch_tokens = cfg.data.batch_tokens
+    hyps = translate_split(model, subset, decode, device, batch_tokens, amp_dtype)
     texts = detokenize(data.tokenizer, hyps)
     scores = score(texts, subset.tgt_text)
     ppl = math.exp(min(loss, 50.0))

@@ -50,7 +50,7 @@ def test_budget_cosine_keeps_its_base_rate_across_a_checkpoint():
 
 def test_unknown_schedule_is_named_in_the_error():
     cfg = OmegaConf.create({"name": "cosine", "warmup_steps": 0})
-    with pytest.raises(ValueError, match="budget.*got 'cosine'"):
+    with pytest.raises(ValueError, match=r"budget.*got 'cosine'"):
         build_scheduler(cfg, _optimizer(), "bleu")
 
 
