@@ -49,6 +49,7 @@ def build_trainer(args) -> Trainer:
     register_configs()
     overrides = [
         "experiment=multi30k_de_en",
+        "model.tie_embeddings=false",  # the reference model of docs/performance.md
         f"data.local_dir={args.corpus}",
         f"model/attention={args.attention}",
         f"model.decoder.input_feeding={not args.no_input_feeding}",
