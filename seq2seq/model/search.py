@@ -13,6 +13,8 @@ when it holds ``n_best`` finished hypotheses and no live one can beat the worst 
 (raw scores only fall, so ``raw / max lp`` over the remaining lengths bounds any
 finished score), or when it reaches its maximum length ``⌊a·|src| + b⌋``; a sentence
 with fewer finished hypotheses is topped up with its best live (unfinished) ones.
+A sentence that is done leaves the decoder's batch: later steps run only for the
+sentences still searching.
 With ``α = 0`` and ``K = 1`` this is exactly greedy search; with ``α > 0`` a beam of one
 may continue past greedy's EOS and return a longer hypothesis with a better penalised
 score. PAD and BOS are never generated.
@@ -179,7 +181,7 @@ class _History:
 
 
 def _step_candidates(
-    log_probs: Tensor, scores: Tensor, alpha: float, length: int, done: Tensor
+    log_probs: Tensor, scores: Tensor, alpha: float, length: int
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """log_probs ``(B, K, V)``, live raw scores ``(B, K)`` → EOS (penalised, raw) scores
     ``(B, K)`` (``-inf`` unless within the step's top K) and the K best non-EOS
@@ -188,7 +190,7 @@ def _step_candidates(
     cand = scores.unsqueeze(-1) + log_probs  # (B, K, V) raw scores, ``length`` tokens
     kth = cand.flatten(1).topk(k, dim=1).values[:, -1:]  # (B, 1)
     eos_raw = cand[:, :, EOS_ID].clone()
-    keep = (eos_raw >= kth) & ~done.unsqueeze(1)
+    keep = eos_raw >= kth
     eos_pen = (eos_raw / length_penalty(length, alpha)).masked_fill(~keep, NEG_INF)
     cand[:, :, EOS_ID] = NEG_INF
     top, idx = cand.flatten(1).topk(k, dim=1)  # (B, K)
@@ -229,7 +231,6 @@ def _beam_search(
 ) -> list[list[Hypothesis]]:
     b, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_lengths, src_mask))
-    offsets = torch.arange(b, device=device).unsqueeze(1) * k  # (B, 1)
     state = state.select(torch.arange(b, device=device).repeat_interleave(k))
     limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)
     scores = torch.full((b, k), NEG_INF, device=device)
@@ -239,17 +240,23 @@ def _beam_search(
     done = torch.zeros(b, dtype=torch.bool, device=device)
     end_step = torch.zeros(b, dtype=torch.long, device=device)
     end_scores = scores.clone()
+    # The decoder runs only for the sentences still searching (``active``); their
+    # results are scattered into batch-sized tensors for the pool and the history.
+    active = torch.arange(b, device=device)
     for t in range(int(limits.max())):
+        n = active.numel()
         log_probs, state, weights = model.step(prev, state)
-        log_probs = _mask_specials(log_probs).view(b, k, -1)
-        eos_pen, eos_raw, scores, idx = _step_candidates(
-            log_probs, scores, alpha, t + 1, done
+        log_probs = _mask_specials(log_probs).view(n, k, -1)
+        eos_pen, eos_raw, live, idx = _step_candidates(
+            log_probs, scores[active], alpha, t + 1
         )
-        pool.add(eos_pen, eos_raw, t)
-        parents, prev = idx // log_probs.size(-1), idx % log_probs.size(-1)
-        hist.tokens.append(prev)
-        hist.parents.append(parents)
-        hist.weights.append(weights.view(b, k, -1))
+        pool.add(*_scatter_rows((eos_pen, eos_raw), active, b, NEG_INF), t)
+        parents, tokens = idx // log_probs.size(-1), idx % log_probs.size(-1)
+        scores = scores.index_copy(0, active, live)
+        step_tokens, step_parents = _scatter_rows((tokens, parents), active, b, 0)
+        hist.tokens.append(step_tokens)
+        hist.parents.append(step_parents)
+        hist.weights.append(_scatter_rows((weights.view(n, k, -1),), active, b, 0)[0])
         # The best finished score any live hypothesis could still reach.
         lp_max = length_penalty(limits.double(), alpha).clamp(
             min=length_penalty(t + 2.0, alpha)
@@ -261,10 +268,25 @@ def _beam_search(
         done = done | newly
         if bool(done.all()):
             break
-        state = state.select((parents + offsets).view(-1))
-        prev = prev.view(-1)
+        keep = (~done[active]).nonzero().squeeze(1)  # positions within ``active``
+        rows = (keep.unsqueeze(1) * k + parents.index_select(0, keep)).view(-1)
+        state = state.select(rows)
+        prev = tokens.index_select(0, keep).view(-1)
+        active = active.index_select(0, keep)
     hist.freeze()
     return _collect(hist, pool, end_step, end_scores, src_lengths, alpha, n_best)
+
+
+def _scatter_rows(
+    values: tuple[Tensor, ...], rows: Tensor, b: int, fill: float
+) -> tuple[Tensor, ...]:
+    """Tensors of the active sentences ``(n, ...)`` → batch-sized ``(b, ...)`` with
+    ``fill`` in the rows of finished sentences."""
+    out = []
+    for value in values:
+        full = value.new_full((b, *value.shape[1:]), fill)
+        out.append(full.index_copy(0, rows, value))
+    return tuple(out)
 
 
 def _collect(
