@@ -8,6 +8,7 @@ are not used: the table compares designs, it does not pick a model. Results go t
 finished runs are reused, so an interrupted ablation continues where it stopped.
 
     python scripts/ablation.py --minutes 4 --seeds 42 --out outputs/ablation
+    python scripts/ablation.py --minutes 7 --rows 0 1 4 7 8 10 12   # a subset
     python scripts/ablation.py --dry-run          # print the commands only
 """
 
@@ -53,6 +54,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seeds", type=int, nargs="+", default=[42])
     p.add_argument("--corpus", default=str(ROOT.parent / "shared/data/multi30k"))
     p.add_argument("--out", default="outputs/ablation")
+    p.add_argument(
+        "--rows",
+        type=int,
+        nargs="+",
+        help="run only these rows of the grid (0-based, in --dry-run's order)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("extra", nargs="*", help="more overrides for every run")
     return p.parse_args()
@@ -160,8 +167,9 @@ def table(results: list[dict], args) -> str:
 def main() -> None:
     args = parse_args()
     results = []
+    rows = [row for i, row in enumerate(grid()) if not args.rows or i in args.rows]
     for seed in args.seeds:
-        for attention, label, overrides in grid():
+        for attention, label, overrides in rows:
             result = one_run(args, attention, label, overrides, seed)
             if result:
                 results.append(result)
