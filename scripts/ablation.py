@@ -34,6 +34,7 @@ STYLES = (  # (label, overrides): the decoder style and Luong input feeding
 )
 SCORE = re.compile(r"^BLEU ([\d.]+) chrF ([\d.]+)", re.MULTILINE)
 PARAMS = re.compile(r"model: ([\d,]+) parameters")
+STEPS = re.compile(r"training stopped \(\w+\) at step (\d+)")
 
 
 def grid() -> list[tuple[str, str, list[str]]]:
@@ -95,7 +96,10 @@ def one_run(args, attention: str, label: str, overrides: list[str], seed: int) -
     run_dir = Path(args.out).resolve() / name
     result_file = run_dir / "result.json"
     if result_file.exists():
-        return json.loads(result_file.read_text())
+        result = json.loads(result_file.read_text())
+        log = (run_dir / "train.log").read_text(encoding="utf-8")
+        result.setdefault("steps", int(STEPS.search(log).group(1)))
+        return result
     train = [
         str(BIN / "seq2seq-train"),
         f"experiment={args.experiment}",
@@ -122,6 +126,7 @@ def one_run(args, attention: str, label: str, overrides: list[str], seed: int) -
         "decoder": label,
         "seed": seed,
         "params": int(PARAMS.search(log).group(1).replace(",", "")),
+        "steps": int(STEPS.search(log).group(1)),
         "train_wall_s": round(wall, 1),
         "greedy_bleu": greedy[0],
         "greedy_chrf": greedy[1],
@@ -133,10 +138,10 @@ def one_run(args, attention: str, label: str, overrides: list[str], seed: int) -
     return result
 
 
-def mean_sd(values: list[float]) -> str:
+def mean_sd(values: list[float], spec: str = ".1f") -> str:
     if len(values) == 1:
-        return f"{values[0]:.1f}"
-    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+        return f"{values[0]:{spec}}"
+    return f"{statistics.mean(values):{spec}} ± {statistics.stdev(values):{spec}}"
 
 
 def table(results: list[dict], args) -> str:
@@ -145,9 +150,9 @@ def table(results: list[dict], args) -> str:
         f"of training each, seeds {', '.join(map(str, args.seeds))}, "
         f"`{args.experiment}`.",
         "",
-        "| attention | decoder | parameters | greedy BLEU | beam-5 BLEU "
+        "| attention | decoder | parameters | steps | greedy BLEU | beam-5 BLEU "
         "| beam-5 chrF |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
     for attention, label, _ in grid():
         rows = [
@@ -156,7 +161,8 @@ def table(results: list[dict], args) -> str:
         if not rows:
             continue
         lines.append(
-            f"| {attention} | {label} | {rows[0]['params'] / 1e6:.2f} M | "
+            f"| {attention} | {label} | {rows[0]['params'] / 1e6:.2f} M "
+            f"| {mean_sd([r['steps'] for r in rows], '.0f')} | "
             f"{mean_sd([r['greedy_bleu'] for r in rows])} | "
             f"{mean_sd([r['beam5_bleu'] for r in rows])} | "
             f"{mean_sd([r['beam5_chrf'] for r in rows])} |"
