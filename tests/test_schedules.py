@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import math
-import os
-import signal
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 
 from seq2seq.optim import BudgetCosine, build_scheduler
-from tests.test_train import _events, _losses, _trainer
+from tests.test_train import _events, _losses, _trainer, sigterm_after_step
 
 
 def _optimizer(lr: float = 0.01) -> torch.optim.Optimizer:
@@ -77,15 +75,7 @@ def test_budget_run_ends_at_the_floor_and_resumes_exactly(tmp_path, monkeypatch)
     assert all(lrs[s] >= lrs[s + 1] for s in range(3, 14))
 
     interrupted = _trainer(tmp_path, "first", *BUDGET)
-    real_step = interrupted.train_step
-
-    def step_then_signal(batches):
-        out = real_step(batches)
-        if interrupted.progress.step == 5:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return out
-
-    monkeypatch.setattr(interrupted, "train_step", step_then_signal)
+    sigterm_after_step(interrupted, monkeypatch, 5)
     assert interrupted.fit().stop_reason == "signal"
     resumed = _trainer(tmp_path, "resumed", *BUDGET)
     resumed.resume(tmp_path / "first" / "checkpoints" / "last.pt")

@@ -154,17 +154,22 @@ def test_nonfinite_loss_can_stop_with_step_named(tmp_path, monkeypatch):
         trainer.fit()
 
 
-def test_sigterm_finishes_the_step_and_saves_last(tmp_path, monkeypatch):
-    trainer = _trainer(tmp_path, "run", "trainer.max_steps=50")
+def sigterm_after_step(trainer: Trainer, monkeypatch, step: int) -> None:
+    """Send this process SIGTERM during optimizer step ``step + 1``."""
     real_step = trainer.train_step
 
     def step_then_signal(batches):
         out = real_step(batches)
-        if trainer.progress.step == 2:
+        if trainer.progress.step == step:
             os.kill(os.getpid(), signal.SIGTERM)
         return out
 
     monkeypatch.setattr(trainer, "train_step", step_then_signal)
+
+
+def test_sigterm_finishes_the_step_and_saves_last(tmp_path, monkeypatch):
+    trainer = _trainer(tmp_path, "run", "trainer.max_steps=50")
+    sigterm_after_step(trainer, monkeypatch, 2)
     result = trainer.fit()
     assert result.stop_reason == "signal"
     assert load_checkpoint(result.last_checkpoint)["step"] == 3
