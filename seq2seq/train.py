@@ -306,7 +306,9 @@ class Trainer:
         if self.tcfg.max_steps:
             used.append(self.progress.step / self.tcfg.max_steps)
         if self.tcfg.max_minutes:
-            used.append(self.progress.elapsed_s / 60 / self.tcfg.max_minutes)
+            # Ranks must set the same learning rate: average their clocks.
+            elapsed = all_reduce_sum(self.progress.elapsed_s, self.device)
+            used.append(elapsed / self.dist.world_size / 60 / self.tcfg.max_minutes)
         return max(used)
 
     def _limit_reached(self, start: float, stop: StopRequested) -> str:
