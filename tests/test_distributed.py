@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,39 @@ def test_two_ranks_train_save_once_and_resume(tmp_path):
     assert state["sampler"]["position"] <= (n_batches + 1) // 2
     events = list((tmp_path / "run" / "tb").glob("events.out.tfevents.*"))
     assert len(events) == 2  # one writer (rank 0), once per run: first and resumed
+
+
+def _budget_run(rank: int, port: int, tmp: Path) -> None:
+    info = _join(rank, port)
+    trainer = _trainer(
+        tmp,
+        f"budget{rank}",
+        info,
+        "scheduler=budget",
+        "scheduler.warmup_steps=0",
+        "trainer.max_minutes=0.05",  # 3 s: the clock, not the epochs, sets the rate
+        "trainer.valid_every=null",
+    )
+    lrs, update = [], trainer.budget.update
+
+    def recording_update(step: int, fraction: float) -> None:
+        update(step, fraction)
+        lrs.append(trainer.optimizer.param_groups[0]["lr"])
+
+    trainer.budget.update = recording_update
+    if rank == 1:
+        time.sleep(0.5)  # this rank's clock runs 0.5 s behind rank 0's
+    trainer.fit()
+    state = {"lrs": lrs, "model": trainer.model.state_dict()}
+    torch.save(state, tmp / f"rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_budget_schedule_sets_one_learning_rate_on_every_rank(tmp_path):
+    _trainer(tmp_path, "prep", DistInfo())  # build the cache once
+    mp.spawn(_budget_run, args=(_free_port(), tmp_path), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
+    assert len(ranks[0]["lrs"]) > 3
+    assert ranks[0]["lrs"] == ranks[1]["lrs"]
+    for name, weight in ranks[0]["model"].items():
+        torch.testing.assert_close(ranks[1]["model"][name], weight, rtol=0, atol=0)
