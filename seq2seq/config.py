@@ -139,6 +139,8 @@ class TrainerConfig:
     max_steps: int | None = None
     max_minutes: float | None = None  # wall-clock budget for training
     label_smoothing: float = 0.1
+    # weight of the gold-alignment loss on the attention (needs gold links; 0: off)
+    guided_alignment: float = 0.0
     clip_grad_norm: float | None = 5.0
     accumulate: int = 1
     log_every: int = 50

@@ -28,6 +28,7 @@ from seq2seq.data.batching import Batch, make_loader
 from seq2seq.data.prepare import PreparedData
 from seq2seq.distributed import DistInfo, all_reduce_sum
 from seq2seq.evaluate import token_loss
+from seq2seq.guided_alignment import GoldAttention, guided_alignment_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 from seq2seq.optim import build_optimizer, build_scheduler, teacher_forcing_ratio
 from seq2seq.runtime import StopRequested, autocast, resolve_precision
@@ -109,10 +110,25 @@ class Trainer:
             pin_memory=device.type == "cuda",
         )
         self.sampler = self.loader.batch_sampler
+        self.gold = self._gold_attention()
         self.progress = Progress()
         self.ckpt_dir = run_dir / "checkpoints"
         self.tracker = Tracker(run_dir / "tb", enabled=self.dist.is_main)
         self.n_params = sum(p.numel() for p in self.model.parameters())
+
+    def _gold_attention(self) -> GoldAttention | None:
+        """The training split's gold attention when guided alignment is on."""
+        weight = self.tcfg.guided_alignment
+        if weight < 0:
+            raise ValueError(f"trainer.guided_alignment must be >= 0, got {weight}")
+        if not weight:
+            return None
+        if self.cfg.model.attention.type == "none":
+            raise ValueError(
+                "trainer.guided_alignment > 0 needs an attention to guide; "
+                "model/attention=none has none"
+            )
+        return GoldAttention(self.data.splits["train"], self.data.tokenizer)
 
     # ----------------------------------------------------------------- checkpoints
     def state(self) -> dict:
@@ -179,6 +195,11 @@ class Trainer:
         all_tokens = all_reduce_sum(total_tokens, self.device) / self.dist.world_size
         loss_sum = torch.zeros((), device=self.device)
         for i, batch in enumerate(batches):
+            gold = None
+            if self.gold is not None:
+                gold = self.gold.batch(
+                    batch.ids.tolist(), batch.tgt_out.size(1), batch.src.size(1)
+                ).to(self.device, non_blocking=True)
             batch = batch.to(self.device, non_blocking=True)
             last = i == len(batches) - 1
             sync = contextlib.nullcontext
@@ -193,7 +214,11 @@ class Trainer:
                     sampling_ratio=1.0 - ratio,
                 )
                 loss = token_loss(out.logits, batch.tgt_out, self.tcfg.label_smoothing)
-                self.scaler.scale(loss / all_tokens).backward()
+                objective = loss
+                if gold is not None:  # logged losses stay the translation loss
+                    guide = guided_alignment_loss(out.attention, gold)
+                    objective = loss + self.tcfg.guided_alignment * guide
+                self.scaler.scale(objective / all_tokens).backward()
             loss_sum += loss.detach()
         self.scaler.unscale_(self.optimizer)
         clip = self.tcfg.clip_grad_norm or float("inf")

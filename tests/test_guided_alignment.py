@@ -1,0 +1,137 @@
+"""Guided alignment: the gold attention's pieces, the loss, and that it guides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from seq2seq.data.prepare import EncodedSplit, prepare_data
+from seq2seq.guided_alignment import GoldAttention, guided_alignment_loss, pair_gold
+from seq2seq.metrics import parse_pharaoh, word_alignment_from_attention
+from seq2seq.runtime import seed_everything
+from seq2seq.train import Trainer
+from tests.helpers import tiny_train_config
+
+
+def _dense(gold, n_tgt: int, n_src: int) -> torch.Tensor:
+    rows, cols, weights = (torch.from_numpy(a) for a in gold)
+    out = torch.zeros(n_tgt, n_src)
+    out[rows, cols] = weights
+    return out
+
+
+def test_pair_gold_spreads_each_word_over_its_pieces():
+    # source words: piece 0 | pieces 1, 2; target words: pieces 0, 1 | piece 2
+    gold = _dense(pair_gold([[0], [1, 2]], [[0, 1], [2]], "1-0 0?1 1?1"), 4, 4)
+    expected = torch.tensor(
+        [
+            [0.0, 0.5, 0.5, 0.0],  # both pieces of target word 0 read source word 1
+            [0.0, 0.5, 0.5, 0.0],
+            [1 / 3, 1 / 3, 1 / 3, 0.0],  # target word 1: source words 0 and 1
+            [0.0, 0.0, 0.0, 0.0],  # the EOS step is free
+        ]
+    )
+    torch.testing.assert_close(gold, expected)
+
+
+def test_pair_gold_leaves_unaligned_words_free_and_rejects_bad_links():
+    gold = _dense(pair_gold([[0], [1]], [[0], [1]], "0-1"), 2, 2)
+    assert gold[0].sum() == 0 and gold[1].tolist() == [1.0, 0.0]
+    with pytest.raises(ValueError, match="outside a pair of 2 source and 2 target"):
+        pair_gold([[0], [1]], [[0], [1]], "0-2")
+
+
+def test_loss_is_the_cross_entropy_of_the_gold_rows_only():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 4, requires_grad=True)
+    attention = logits.softmax(-1)
+    gold = torch.zeros(2, 3, 4)
+    gold[0, 1, 2] = 1.0
+    gold[1, 0, :2] = 0.5
+    loss = guided_alignment_loss(attention, gold)
+    expected = -(
+        attention[0, 1, 2].log()
+        + 0.5 * attention[1, 0, 0].log()
+        + 0.5 * attention[1, 0, 1].log()
+    )
+    torch.testing.assert_close(loss, expected)
+    loss.backward()
+    free = torch.ones(2, 3, dtype=torch.bool)
+    free[0, 1] = free[1, 0] = False
+    assert logits.grad[free].abs().max() == 0  # rows without gold are not pushed
+
+
+def _phrasebook(tmp_path: Path):
+    cfg = tiny_train_config(tmp_path / "cache")
+    return prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
+
+
+def test_gold_attention_reads_back_as_the_phrasebook_links(tmp_path):
+    data = _phrasebook(tmp_path)
+    split, tok = data.splits["train"], data.tokenizer
+    gold = GoldAttention(split, tok)
+    checked = 0
+    for k, pair in enumerate(gold.pairs):
+        if pair is None:
+            continue
+        src = tok.src_pieces(list(split.src_ids[k]))
+        tgt = tok.tgt_pieces(list(split.tgt_ids[k]))
+        dense = gold.batch([k], len(tgt) + 1, len(src) + 1)[0]
+        rows = dense.sum(-1)
+        assert torch.all(((rows - 1).abs() < 1e-6) | (rows == 0))
+        _, possible = parse_pharaoh(split.alignment[k])
+        aligned = {j for _, j in possible}
+        links = word_alignment_from_attention(dense, src, tgt)
+        assert {link for link in links if link[1] in aligned} <= possible
+        checked += 1
+    assert checked > 0.9 * len(split)
+    n_tgt = max(len(split.tgt_ids[k]) for k in (0, 1)) + 1
+    n_src = max(len(split.src_ids[k]) for k in (0, 1)) + 1
+    assert gold.batch([0, 1], n_tgt + 3, n_src + 2).shape == (2, n_tgt + 3, n_src + 2)
+
+
+def test_gold_attention_needs_gold_links():
+    split = EncodedSplit(["a"], ["b"], [[4]], [[5]], alignment=None)
+    with pytest.raises(ValueError, match="needs gold word alignments"):
+        GoldAttention(split, tokenizer=None)
+
+
+def _trainer(tmp_path: Path, run: str, *overrides: str) -> Trainer:
+    cfg = tiny_train_config(tmp_path / "cache", "optim.lr=0.005", *overrides)
+    seed_everything(cfg.trainer.seed)
+    data = prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
+    return Trainer(cfg, tmp_path / run, data, torch.device("cpu"))
+
+
+def test_guided_training_pulls_the_attention_to_the_gold(tmp_path):
+    """Same seed, same batch, 80 steps: only the guided run learns the alignment."""
+    free = _trainer(tmp_path, "free")
+    guided = _trainer(tmp_path, "guided", "trainer.guided_alignment=1.0")
+    batch = next(iter(guided.loader))
+    gold = guided.gold.batch(
+        batch.ids.tolist(), batch.tgt_out.size(1), batch.src.size(1)
+    )
+    rows = int((gold.sum(-1) > 0).sum())
+
+    def gold_cross_entropy(trainer: Trainer) -> float:
+        trainer.model.eval()  # no dropout: the same weights give the same attention
+        with torch.no_grad():
+            out = trainer.model(
+                batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in
+            )
+        return float(guided_alignment_loss(out.attention, gold)) / rows
+
+    before = gold_cross_entropy(guided)
+    assert gold_cross_entropy(free) == pytest.approx(before)  # same initial weights
+    for _ in range(80):
+        free.train_step([batch])
+        guided.train_step([batch])
+    assert gold_cross_entropy(guided) < 0.6 * before
+    assert gold_cross_entropy(guided) < 0.5 * gold_cross_entropy(free)
+
+
+def test_guided_alignment_needs_an_attention(tmp_path):
+    with pytest.raises(ValueError, match="needs an attention to guide"):
+        _trainer(tmp_path, "none", "model/attention=none", "trainer.guided_alignment=1")
