@@ -197,12 +197,17 @@ class ThroughputMeter:
         self.loss_sum = 0.0
         self.tokens = 0
         self.grad_norms: list[torch.Tensor] = []
+        self.align_sum: torch.Tensor | None = None  # guided alignment's loss, if on
         self.start = time.perf_counter()
 
     def add(self, stats: dict) -> None:
         self.loss_sum = self.loss_sum + stats["loss_sum"]
         self.tokens += stats["tokens"]
         self.grad_norms.append(stats["grad_norm"])
+        if stats.get("align_sum") is not None:
+            self.align_sum = stats["align_sum"] + (
+                0.0 if self.align_sum is None else self.align_sum
+            )
 
     def flush(self) -> dict:
         elapsed = max(time.perf_counter() - self.start, 1e-9)
@@ -211,5 +216,7 @@ class ThroughputMeter:
             "grad_norm": float(torch.stack(self.grad_norms).float().mean()),
             "tokens_per_sec": self.tokens / elapsed,
         }
+        if self.align_sum is not None:  # per target token, like the loss
+            out["alignment_loss"] = float(self.align_sum) / max(self.tokens, 1)
         self._reset()
         return out

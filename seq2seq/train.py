@@ -194,6 +194,7 @@ class Trainer:
         # scaling by world_size makes the step equal one step on the combined batch.
         all_tokens = all_reduce_sum(total_tokens, self.device) / self.dist.world_size
         loss_sum = torch.zeros((), device=self.device)
+        align_sum = torch.zeros((), device=self.device)
         for i, batch in enumerate(batches):
             gold = None
             if self.gold is not None:
@@ -218,6 +219,7 @@ class Trainer:
                 if gold is not None:  # logged losses stay the translation loss
                     guide = guided_alignment_loss(out.attention, gold)
                     objective = loss + self.tcfg.guided_alignment * guide
+                    align_sum += guide.detach()
                 self.scaler.scale(objective / all_tokens).backward()
             loss_sum += loss.detach()
         self.scaler.unscale_(self.optimizer)
@@ -231,7 +233,12 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         if self.step_sched:
             self.step_sched.step()
-        return {"loss_sum": loss_sum, "tokens": total_tokens, "grad_norm": grad_norm}
+        return {
+            "loss_sum": loss_sum,
+            "tokens": total_tokens,
+            "grad_norm": grad_norm,
+            "align_sum": align_sum if self.gold is not None else None,
+        }
 
     def _nonfinite(self, batches: list[Batch]) -> None:
         ids = [int(i) for b in batches for i in b.ids[:8]]
@@ -359,6 +366,11 @@ class Trainer:
                 "train/lr": lr,
                 "train/grad_norm": window["grad_norm"],
                 "train/tokens_per_sec": window["tokens_per_sec"],
+                **(
+                    {"train/alignment_loss": window["alignment_loss"]}
+                    if "alignment_loss" in window
+                    else {}
+                ),
             },
             self.progress.step,
         )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seq2seq.data.prepare import EncodedSplit, prepare_data
 from seq2seq.guided_alignment import GoldAttention, guided_alignment_loss, pair_gold
@@ -135,3 +136,18 @@ def test_guided_training_pulls_the_attention_to_the_gold(tmp_path):
 def test_guided_alignment_needs_an_attention(tmp_path):
     with pytest.raises(ValueError, match="needs an attention to guide"):
         _trainer(tmp_path, "none", "model/attention=none", "trainer.guided_alignment=1")
+
+
+def test_guided_training_logs_its_alignment_loss(tmp_path):
+    trainer = _trainer(tmp_path, "run", "trainer.guided_alignment=0.5")
+    trainer.fit()
+    events = EventAccumulator(str(tmp_path / "run" / "tb"))
+    events.Reload()
+    values = [e.value for e in events.Scalars("train/alignment_loss")]
+    assert [e.step for e in events.Scalars("train/alignment_loss")] == [5, 10, 15, 20]
+    assert all(0 < v < 10 for v in values)
+    free = _trainer(tmp_path, "free")
+    free.fit()
+    events = EventAccumulator(str(tmp_path / "free" / "tb"))
+    events.Reload()
+    assert "train/alignment_loss" not in events.Tags()["scalars"]
