@@ -22,9 +22,8 @@ from seq2seq.data.tokenizer import PAD_ID, Tokenizer
 from seq2seq.metrics import (
     Link,
     aer,
-    group_pieces,
-    is_special,
     parse_pharaoh,
+    regroup,
     word_alignment_from_attention,
 )
 
@@ -71,10 +70,6 @@ def reference_attention(
     return out  # type: ignore[return-value]
 
 
-def _n_words(pieces: list[str]) -> int:
-    return sum(not is_special(text) for text, _ in group_pieces(pieces))
-
-
 def alignment_scores(
     model, tokenizer: Tokenizer, split: EncodedSplit, batch_tokens: int, device
 ) -> AlignmentScores | None:
@@ -94,8 +89,9 @@ def alignment_scores(
     for k, w in enumerate(matrices):
         src = tokenizer.src_pieces(list(split.src_ids[k]))
         tgt = tokenizer.tgt_pieces(list(split.tgt_ids[k]))
-        if _n_words(src) != len(split.src_text[k].split()) or _n_words(tgt) != len(
-            split.tgt_text[k].split()
+        if (
+            regroup(src, split.src_text[k]) is None
+            or regroup(tgt, split.tgt_text[k]) is None
         ):
             skipped += 1
             continue

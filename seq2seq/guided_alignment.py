@@ -24,17 +24,12 @@ from torch import Tensor
 
 from seq2seq.data.prepare import EncodedSplit
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.metrics import group_pieces, is_special, parse_pharaoh
+from seq2seq.metrics import parse_pharaoh, regroup
 
 log = logging.getLogger(__name__)
 
 # (target piece rows, source piece columns, weights): one sparse gold matrix per pair.
 SparseGold = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-def word_pieces(pieces: Sequence[str]) -> list[list[int]]:
-    """Piece indices of each whitespace word (control pieces are not words)."""
-    return [idx for text, idx in group_pieces(pieces) if not is_special(text)]
 
 
 def pair_gold(
@@ -83,11 +78,13 @@ class GoldAttention:
         self.pairs: list[SparseGold | None] = []
         skipped = 0
         for k, links in enumerate(split.alignment):
-            src = word_pieces(tokenizer.src_pieces(list(split.src_ids[k])))
-            tgt = word_pieces(tokenizer.tgt_pieces(list(split.tgt_ids[k])))
-            if len(src) != len(split.src_text[k].split()) or len(tgt) != len(
-                split.tgt_text[k].split()
-            ):
+            src = regroup(
+                tokenizer.src_pieces(list(split.src_ids[k])), split.src_text[k]
+            )
+            tgt = regroup(
+                tokenizer.tgt_pieces(list(split.tgt_ids[k])), split.tgt_text[k]
+            )
+            if src is None or tgt is None:
                 self.pairs.append(None)
                 skipped += 1
                 continue

@@ -154,6 +154,19 @@ def group_pieces(pieces: Sequence[str]) -> list[tuple[str, list[int]]]:
     return [(_word_text(text), idx) for text, idx in groups]
 
 
+def word_pieces(pieces: Sequence[str]) -> list[list[int]]:
+    """Piece indices of each whitespace word (control pieces are not words)."""
+    return [idx for text, idx in group_pieces(pieces) if not is_special(text)]
+
+
+def regroup(pieces: Sequence[str], text: str) -> list[list[int]] | None:
+    """``word_pieces`` when they are the words of ``text`` (as many as its whitespace
+    tokens), else None: gold links count those words, so an ``<unk>`` inside a word,
+    say, leaves a pair that cannot be compared."""
+    words = word_pieces(pieces)
+    return words if len(words) == len(text.split()) else None
+
+
 def _word_text(text: str) -> str:
     stripped = text.replace(WORD_START, "")
     return stripped if stripped else WORD_START
@@ -191,8 +204,7 @@ def word_alignment_from_attention(
             f"weights of shape {tuple(w.shape)} do not fit {n_t} target and {n_s} "
             "source pieces (one extra EOS row/column is allowed)"
         )
-    src_words = [idx for text, idx in group_pieces(src_pieces) if not is_special(text)]
-    tgt_words = [idx for text, idx in group_pieces(tgt_pieces) if not is_special(text)]
+    src_words, tgt_words = word_pieces(src_pieces), word_pieces(tgt_pieces)
     if not src_words or not tgt_words:
         return set()
     columns = np.stack([w[:, idx].sum(axis=1) for idx in src_words], axis=1)  # (T, Ws)

@@ -21,8 +21,8 @@ from seq2seq.metrics import (
     WORD_START,
     as_matrix,
     as_numpy,
-    group_pieces,
     is_special,
+    word_pieces,
 )
 from seq2seq.metrics import parse_pharaoh as _parse
 
@@ -96,7 +96,7 @@ def _word_groups(tokens: Sequence[str]) -> list[list[int]]:
     ``merge_subwords``) are one word each.
     """
     if any(t.startswith(WORD_START) for t in tokens):
-        return [idx for text, idx in group_pieces(tokens) if not is_special(text)]
+        return word_pieces(tokens)
     return [[k] for k, t in enumerate(tokens) if not is_special(t)]
 
 

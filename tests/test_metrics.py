@@ -6,6 +6,7 @@ from seq2seq.metrics import (
     aer,
     group_pieces,
     parse_pharaoh,
+    regroup,
     score,
     word_alignment_from_attention,
 )
@@ -98,3 +99,11 @@ def test_shifted_uses_next_row():
     assert word_alignment_from_attention(w, src, tgt) == {(0, 0), (1, 1)}
     # x takes row 1 (b); y has no next row and falls back to its own last row
     assert word_alignment_from_attention(w, src, tgt, shifted=True) == {(1, 0), (1, 1)}
+
+
+def test_regroup_accepts_pieces_only_when_they_are_the_texts_words():
+    pieces = ["\u2581le", "\u2581ch", "at", "</s>"]
+    assert regroup(pieces, "le chat") == [[0], [1, 2]]
+    assert regroup(pieces, "le chat noir") is None  # a word went missing
+    # an <unk> is not a word: two words for three in the text
+    assert regroup(["\u2581le", "<unk>", "\u2581noir"], "le chat noir") is None
