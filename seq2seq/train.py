@@ -194,7 +194,7 @@ class Trainer:
         # scaling by world_size makes the step equal one step on the combined batch.
         all_tokens = all_reduce_sum(total_tokens, self.device) / self.dist.world_size
         loss_sum = torch.zeros((), device=self.device)
-        align_sum = torch.zeros((), device=self.device)
+        align_sum = torch.zeros((), device=self.device) if self.gold else None
         for i, batch in enumerate(batches):
             gold = None
             if self.gold is not None:
@@ -219,7 +219,7 @@ class Trainer:
                 if gold is not None:  # logged losses stay the translation loss
                     guide = guided_alignment_loss(out.attention, gold)
                     objective = loss + self.tcfg.guided_alignment * guide
-                    align_sum += guide.detach()
+                    align_sum += guide.detach()  # type: ignore[operator]
                 self.scaler.scale(objective / all_tokens).backward()
             loss_sum += loss.detach()
         self.scaler.unscale_(self.optimizer)
@@ -237,7 +237,7 @@ class Trainer:
             "loss_sum": loss_sum,
             "tokens": total_tokens,
             "grad_norm": grad_norm,
-            "align_sum": align_sum if self.gold is not None else None,
+            "align_sum": align_sum,
         }
 
     def _nonfinite(self, batches: list[Batch]) -> None:
