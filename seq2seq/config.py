@@ -152,6 +152,7 @@ class TrainerConfig:
     patience: int | None = None  # validations without improvement before stopping
     nonfinite: str = "skip"  # skip | stop
     alignment_samples: int = 4  # validation sentences rendered as heatmaps
+    keep_last: int = 0  # also keep the last N validated checkpoints, for averaging
     resume: bool = False
     resume_from: str | None = None
     teacher_forcing: SamplingConfig = field(default_factory=SamplingConfig)

@@ -413,11 +413,26 @@ class Trainer:
         if improved:
             self.save("best.pt")
         self.save("last.pt")
+        self._keep_recent()
         patience = self.tcfg.patience
         if patience is not None and self.progress.bad_validations > patience:
             log.info("early stopping: no improvement in %d validations", patience + 1)
             return "early_stop"
         return "continue"
+
+    def _keep_recent(self) -> None:
+        """Keep the last ``trainer.keep_last`` validated checkpoints, for averaging.
+
+        They are named by step (``step00001234.pt``) so that ``seq2seq-average`` and a
+        shell glob take them in training order; older ones are deleted.
+        """
+        keep = self.tcfg.keep_last
+        if not keep:
+            return
+        self.save(f"step{self.progress.step:08d}.pt")
+        if self.dist.is_main:
+            for old in sorted(self.ckpt_dir.glob("step*.pt"))[:-keep]:
+                old.unlink()
 
     def _validated_now(self) -> bool:
         history = self.progress.history

@@ -198,3 +198,17 @@ def test_validation_decodes_with_valid_beam_size(
     trainer.fit()
     assert seen == [expected]
     assert trainer.cfg.decode.beam_size == 5  # the final scores still use the beam
+
+
+def test_keep_last_keeps_the_newest_validated_checkpoints_by_step(tmp_path):
+    trainer = _trainer(
+        tmp_path,
+        "run",
+        "trainer.valid_every=2",
+        "trainer.max_steps=9",
+        "trainer.keep_last=2",
+    )
+    trainer.fit()
+    kept = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step*.pt"))
+    assert kept == ["step00000008.pt", "step00000009.pt"]
+    assert load_checkpoint(tmp_path / "run" / "checkpoints" / kept[-1])["step"] == 9
