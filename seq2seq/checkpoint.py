@@ -248,16 +248,32 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, torch.T
 
     Floating-point tensors are averaged (accumulated in float64, cast back); other
     tensors (integer buffers such as BatchNorm's counters) come from the last one.
+    All checkpoints must share the model's keys, its config and the tokenizer.
     """
     if not paths:
         raise ValueError("average_checkpoints needs at least one checkpoint path")
     total: dict[str, torch.Tensor] = {}
     last: dict[str, torch.Tensor] = {}
+    first: dict = {}
     for k, path in enumerate(paths):
-        model = load_checkpoint(path)["model"]
+        state = load_checkpoint(path)
+        model = state["model"]
         if k and set(model) != set(last):
             diff = sorted(set(model) ^ set(last))
             raise CheckpointError(f"{path} has different model keys: {diff[:5]}")
+        if k and state.get("tokenizer") != first.get("tokenizer"):
+            raise CheckpointError(
+                f"{path} and {paths[0]} use different tokenizers: only checkpoints of "
+                "one model and vocabulary can be averaged"
+            )
+        if k and state.get("config", {}).get("model") != first.get("config", {}).get(
+            "model"
+        ):
+            raise CheckpointError(
+                f"{path} and {paths[0]} have different model configs: only "
+                "checkpoints of one model can be averaged"
+            )
+        first = first or state
         for name, tensor in model.items():
             if tensor.is_floating_point():
                 acc = tensor.to(torch.float64)

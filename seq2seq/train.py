@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.nn.parallel import DistributedDataParallel
 
 from seq2seq.checkpoint import (
+    CheckpointError,
     library_versions,
     load_checkpoint,
     rng_state,
@@ -163,6 +164,11 @@ class Trainer:
 
     def resume(self, path: Path) -> None:
         state = load_checkpoint(path, map_location=self.device)
+        if "optimizer" not in state:
+            raise CheckpointError(
+                f"{path} holds weights only, no training state (an average written by "
+                "seq2seq-average?): resume from the run's checkpoints/last.pt"
+            )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.step_sched and state["scheduler"]["step"]:
