@@ -10,8 +10,9 @@ attention (``--attention luong`` for Luong general with input feeding).
   (ids = 4 specials + the SentencePiece ids), batched by our length-bucketed token
   sampler; without the harness it trains its own joint unigram 8k model on
   ``--corpus`` (equivalent). Tok/s: target pieces + EOS per second, the median of
-  windows of ``--window`` steps after ``--warmup`` steps, in a fresh process (its peak
-  RSS is that process's).
+  windows of ``--window`` steps after ``--warmup`` steps, in a fresh process. Its peak
+  RSS is taken when training ends, like the peers' (their decoding runs in other
+  processes); the peak after decoding as well is printed beside it.
 - Peers: ``run.py throughput joey|onmt`` of ``/work/shared/bench/peers`` (same
   warm-up and step count); their decoding is timed with their own CLIs on the 1,014
   validation sentences, with the model that run saved (``n/a`` when it cannot be).
@@ -158,6 +159,8 @@ def worker(args) -> dict:
                         break
     res = {"train_tok_s": statistics.median(rates), "windows": rates}
     res["sent_per_batch"] = statistics.mean(sents)
+    # Training peak, comparable with the peers' (their throughput runs only train).
+    res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     order = sorted(range(len(valid.src_ids)), key=lambda i: len(valid.src_ids[i]))
     from seq2seq.data.batching import collate
 
@@ -179,7 +182,7 @@ def worker(args) -> dict:
                 **kw,
             )
         res[f"{name}_sent_s"] = len(order) / (time.perf_counter() - t0)
-    res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    res["decode_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     res["data"] = "harness pieces" if tok is None else "own joint unigram 8k"
     src_t = sum(len(s) + 1 for s in train.src_ids)
     res["src_per_tgt"] = src_t / sum(len(t) + 1 for t in train.tgt_ids)
@@ -330,7 +333,9 @@ def report(results: dict, big: float, own: float) -> None:
         f"GFLOP/s; model {fl / 1e6:.1f} MFLOP per target token (training step); "
         f"achieved {fl * ours['train_tok_s'] / 1e9:.1f} GFLOP/s = {util:.2f} of 2048³, "
         f"{fl * ours['train_tok_s'] / own:.2f} of the model shapes; "
-        f"seq2seq windows {[round(x) for x in ours['windows']]}, data: {ours['data']}"
+        f"seq2seq windows {[round(x) for x in ours['windows']]}, data: {ours['data']}; "
+        f"seq2seq peak RSS after training {ours['peak_rss_mb']:,.0f} MB (the column), "
+        f"after decoding too {ours['decode_peak_rss_mb']:,.0f} MB"
     )
     j, o = results.get("joeynmt", {}), results.get("opennmt", {})
     print(
