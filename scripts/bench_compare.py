@@ -182,7 +182,9 @@ def worker(args) -> dict:
                 **kw,
             )
         res[f"{name}_sent_s"] = len(order) / (time.perf_counter() - t0)
-    res["decode_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    res["decode_peak_rss_mb"] = (
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    )
     res["data"] = "harness pieces" if tok is None else "own joint unigram 8k"
     src_t = sum(len(s) + 1 for s in train.src_ids)
     res["src_per_tgt"] = src_t / sum(len(t) + 1 for t in train.tgt_ids)

@@ -22,13 +22,13 @@ from seq2seq.checkpoint import (
     save_checkpoint,
 )
 
-log = logging.getLogger(__name__)
-
 # What evaluate, translate and align read; the training state is left behind.
 _INFERENCE_KEYS = ("config", "tokenizer", "step", "epoch", "best_metric")
 
 
-def write_average(paths: Sequence[str | os.PathLike], output: str | os.PathLike) -> Path:
+def write_average(
+    paths: Sequence[str | os.PathLike], output: str | os.PathLike
+) -> Path:
     """Average the ``model`` weights of ``paths`` into a new checkpoint at ``output``.
 
     Raises:
@@ -40,7 +40,9 @@ def write_average(paths: Sequence[str | os.PathLike], output: str | os.PathLike)
     if not paths:
         raise CheckpointError("seq2seq-average needs at least one checkpoint")
     if output.resolve() in {p.resolve() for p in paths}:
-        raise CheckpointError(f"{output} is one of the inputs: write the average elsewhere")
+        raise CheckpointError(
+            f"{output} is one of the inputs: write the average elsewhere"
+        )
     weights = average_checkpoints(paths)
     newest = load_checkpoint(paths[-1])
     state = {key: newest[key] for key in _INFERENCE_KEYS if key in newest}

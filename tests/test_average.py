@@ -46,9 +46,9 @@ def test_the_average_is_the_elementwise_mean_and_loads_for_inference(kept, tmp_p
     for name, tensor in state["model"].items():
         expected = sum(m[name].double() for m in models) / 3
         torch.testing.assert_close(tensor, expected.float(), msg=name)
-    assert any(
-        not torch.equal(models[0][n], models[2][n]) for n in models[0]
-    ), "the kept checkpoints must differ, or the test proves nothing"
+    assert any(not torch.equal(models[0][n], models[2][n]) for n in models[0]), (
+        "the kept checkpoints must differ, or the test proves nothing"
+    )
     assert state["averaged_from"] == [str(p) for p in kept]
     assert state["step"] == 8 and "optimizer" not in state
 
@@ -62,7 +62,7 @@ def test_resuming_from_an_average_is_refused_with_the_way_out(kept, tmp_path):
     cfg = tiny_train_config(tmp_path / "cache")
     data = prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
     trainer = Trainer(cfg, tmp_path / "again", data, torch.device("cpu"))
-    with pytest.raises(CheckpointError, match="last.pt"):
+    with pytest.raises(CheckpointError, match=r"last\.pt"):
         trainer.resume(out)
 
 
