@@ -254,26 +254,28 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, torch.T
         raise ValueError("average_checkpoints needs at least one checkpoint path")
     total: dict[str, torch.Tensor] = {}
     last: dict[str, torch.Tensor] = {}
-    first: dict = {}
+    reference: tuple = ()
     for k, path in enumerate(paths):
         state = load_checkpoint(path)
         model = state["model"]
+        tokenizer, model_config = (
+            state.get("tokenizer"),
+            state.get("config", {}).get("model"),
+        )
         if k and set(model) != set(last):
             diff = sorted(set(model) ^ set(last))
             raise CheckpointError(f"{path} has different model keys: {diff[:5]}")
-        if k and state.get("tokenizer") != first.get("tokenizer"):
+        if k and tokenizer != reference[0]:
             raise CheckpointError(
                 f"{path} and {paths[0]} use different tokenizers: only checkpoints of "
                 "one model and vocabulary can be averaged"
             )
-        if k and state.get("config", {}).get("model") != first.get("config", {}).get(
-            "model"
-        ):
+        if k and model_config != reference[1]:
             raise CheckpointError(
                 f"{path} and {paths[0]} have different model configs: only "
                 "checkpoints of one model can be averaged"
             )
-        first = first or state
+        reference = reference or (tokenizer, model_config)
         for name, tensor in model.items():
             if tensor.is_floating_point():
                 acc = tensor.to(torch.float64)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -418,27 +419,33 @@ class Trainer:
         )
         if improved:
             self.save("best.pt")
-        self.save("last.pt")
-        self._keep_recent()
+        last = self.save("last.pt")
+        self._keep_recent(last)
         patience = self.tcfg.patience
         if patience is not None and self.progress.bad_validations > patience:
             log.info("early stopping: no improvement in %d validations", patience + 1)
             return "early_stop"
         return "continue"
 
-    def _keep_recent(self) -> None:
+    def _keep_recent(self, last: Path) -> None:
         """Keep the last ``trainer.keep_last`` validated checkpoints, for averaging.
 
-        They are named by step (``step00001234.pt``) so that ``seq2seq-average`` and a
-        shell glob take them in training order; older ones are deleted.
+        Each is a hard link to the ``last.pt`` just written (no second serialisation,
+        no extra disk; ``last.pt`` is later replaced by rename, so the link keeps this
+        step's file). Named by step (``step00001234.pt``) so that ``seq2seq-average``
+        and a shell glob take them in training order; older ones are deleted.
         """
         keep = self.tcfg.keep_last
-        if not keep:
+        if not keep or not self.dist.is_main:
             return
-        self.save(f"step{self.progress.step:08d}.pt")
-        if self.dist.is_main:
-            for old in sorted(self.ckpt_dir.glob("step*.pt"))[:-keep]:
-                old.unlink()
+        path = self.ckpt_dir / f"step{self.progress.step:08d}.pt"
+        path.unlink(missing_ok=True)
+        try:
+            os.link(last, path)
+        except OSError:  # a file system without hard links
+            self.save(path.name)
+        for old in sorted(self.ckpt_dir.glob("step*.pt"))[:-keep]:
+            old.unlink()
 
     def _validated_now(self) -> bool:
         history = self.progress.history

@@ -74,6 +74,11 @@ def test_checkpoints_of_other_vocabularies_and_overwriting_an_input_are_refused(
     other = save_checkpoint(tmp_path / "other.pt", foreign)
     with pytest.raises(CheckpointError, match="different tokenizers"):
         write_average([kept[1], other], tmp_path / "avg.pt")
+    resized = load_checkpoint(kept[0])
+    resized["config"]["model"]["emb_dropout"] = 0.5
+    other = save_checkpoint(tmp_path / "resized.pt", resized)
+    with pytest.raises(CheckpointError, match="different model configs"):
+        write_average([kept[1], other], tmp_path / "avg.pt")
     with pytest.raises(CheckpointError, match="one of the inputs"):
         write_average(kept, kept[0])
 

@@ -211,4 +211,6 @@ def test_keep_last_keeps_the_newest_validated_checkpoints_by_step(tmp_path):
     trainer.fit()
     kept = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step*.pt"))
     assert kept == ["step00000008.pt", "step00000009.pt"]
-    assert load_checkpoint(tmp_path / "run" / "checkpoints" / kept[-1])["step"] == 9
+    # each holds its own step, although last.pt was rewritten after both
+    for name, step in zip(kept, (8, 9), strict=True):
+        assert load_checkpoint(tmp_path / "run" / "checkpoints" / name)["step"] == step
