@@ -430,9 +430,9 @@ class Trainer:
     def _keep_recent(self, last: Path) -> None:
         """Keep the last ``trainer.keep_last`` validated checkpoints, for averaging.
 
-        Each is a hard link to the ``last.pt`` just written (no second serialisation,
-        no extra disk; ``last.pt`` is later replaced by rename, so the link keeps this
-        step's file). Named by step (``step00001234.pt``) so that ``seq2seq-average``
+        Each is a hard link to the ``last.pt`` just written, so nothing is serialised
+        or written twice; ``last.pt`` is later replaced by rename, so the link keeps
+        this step's file. Named by step (``step00001234.pt``) so that ``seq2seq-average``
         and a shell glob take them in training order; older ones are deleted.
         """
         keep = self.tcfg.keep_last
