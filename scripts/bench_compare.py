@@ -3,8 +3,10 @@
 One run, the same data, model and thread count for every system, run one after the
 other (``--rounds`` alternates them): the reference model (emb 256, bi-GRU 1 layer ×
 2×256, GRU decoder 512, bridge, dropout 0.2, vocabulary from the shared joint unigram
-8k SentencePiece model, Adam 1e-3, clip 5, fp32, ~64 sentences per batch) with additive
-attention (``--attention luong`` for Luong general with input feeding).
+8k SentencePiece model, Adam 1e-3, clip 5, ~64 sentences per batch) with additive
+attention (``--attention luong`` for Luong general with input feeding). seq2seq runs
+once per ``--precision``: ``fp32`` like the peers, and ``bf16`` (``trainer.precision=
+bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a second row.
 
 - seq2seq trains on the harness's pieces ``$PEERS_ROOT/data/{train,valid}.sp.{de,en}``
   (ids = 4 specials + the SentencePiece ids), batched by our length-bucketed token
@@ -17,7 +19,10 @@ attention (``--attention luong`` for Luong general with input feeding).
   warm-up and step count); their decoding is timed with their own CLIs on the 1,014
   validation sentences, with the model that run saved (``n/a`` when it cannot be).
 - Matmul utilisation: FLOPs of the model's matmuls per target token (``flops_per_token``
-  below, ×3 for a training step) × tok/s ÷ the fp32 ``torch.matmul`` rate measured here.
+  below, ×3 for a training step) × tok/s ÷ the fp32 ``torch.matmul`` rate measured here
+  (the bf16 row: ÷ the bf16 rate, its own hardware limit; both are printed). The last
+  line is that of the last precision listed (bf16 by default), with ``precision=``
+  appended; the line before it is fp32's, the peers' precision.
 
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py            # all
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --no-peers # ours only
@@ -64,9 +69,11 @@ def flops_per_token(att: str, src_per_tgt: float, s_mean: float) -> float:
     return enc * src_per_tgt + dec
 
 
-def matmul_rate(m: int, k: int, n: int, seconds: float = 1.0) -> float:
-    """fp32 ``torch.matmul`` FLOP/s for (m×k)·(k×n), median of repeated runs."""
-    a, b = torch.randn(m, k), torch.randn(k, n)
+def matmul_rate(
+    m: int, k: int, n: int, seconds: float = 1.0, dtype: torch.dtype = torch.float32
+) -> float:
+    """``torch.matmul`` FLOP/s for (m×k)·(k×n) in ``dtype``, median of repeated runs."""
+    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
     a @ b
     rates, end = [], time.perf_counter() + seconds
     while time.perf_counter() < end or len(rates) < 3:
@@ -123,8 +130,10 @@ def worker(args) -> dict:
     from seq2seq.evaluate import token_loss
     from seq2seq.model.search import beam_search, greedy_search
     from seq2seq.model.seq2seq import build_model
+    from seq2seq.runtime import autocast, resolve_precision
 
     torch.set_num_threads(args.threads)
+    amp = resolve_precision(args.worker, torch.device("cpu"))
     torch.manual_seed(42)
     tok = None if (DATA / "train.sp.en").exists() else own_tokenizer(args.corpus)
     train, valid = load_split("train", tok), load_split("valid", tok)
@@ -139,8 +148,9 @@ def worker(args) -> dict:
     model.train()
     while len(rates) * args.window < args.steps:
         for batch in loader:
-            out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
-            loss = token_loss(out.logits, batch.tgt_out, 0.0)
+            with autocast(torch.device("cpu"), amp):
+                out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
+                loss = token_loss(out.logits, batch.tgt_out, 0.0)
             (loss / batch.n_tokens).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()
@@ -172,15 +182,16 @@ def worker(args) -> dict:
         kw = {"beam_size": 5} if name == "beam5" else {}
         t0 = time.perf_counter()
         for b in batches:
-            fn(
-                model,
-                b.src,
-                b.src_lengths,
-                b.src_mask,
-                max_len_a=0,
-                max_len_b=100,
-                **kw,
-            )
+            with autocast(torch.device("cpu"), amp):
+                fn(
+                    model,
+                    b.src,
+                    b.src_lengths,
+                    b.src_mask,
+                    max_len_a=0,
+                    max_len_b=100,
+                    **kw,
+                )
         res[f"{name}_sent_s"] = len(order) / (time.perf_counter() - t0)
     res["decode_peak_rss_mb"] = (
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -309,9 +320,10 @@ def ratio(a, b) -> float | None:
     return None if a is None or not b else a / b
 
 
-def report(results: dict, big: float, own: float) -> None:
-    ours = results["seq2seq"]
-    peers = [k for k in results if k != "seq2seq"]
+def report(results: dict, rates: dict) -> None:
+    """The table, then per seq2seq row its utilisation and machine-readable line."""
+    ours = [k for k in results if k.startswith("seq2seq")]
+    peers = [k for k in results if k not in ours]
     head = "| system | train tok/s | sent/batch | peak RSS MB | greedy sent/s | "
     head += "beam5 sent/s |"
     print(head + "".join(f" tok/s vs {p} | beam5 vs {p} |" for p in peers))
@@ -328,27 +340,40 @@ def report(results: dict, big: float, own: float) -> None:
                 f" {fmt(ratio(r['beam5_sent_s'], results[p]['beam5_sent_s']), '.2f')} |"
             )
         print(row)
-    fl = 3 * flops_per_token(ours["attention"], ours["src_per_tgt"], ours["s_mean"])
-    util = fl * ours["train_tok_s"] / big
-    print(
-        f"matmul fp32: 2048³ {big / 1e9:.1f} GFLOP/s, model shapes {own / 1e9:.1f} "
-        f"GFLOP/s; model {fl / 1e6:.1f} MFLOP per target token (training step); "
-        f"achieved {fl * ours['train_tok_s'] / 1e9:.1f} GFLOP/s = {util:.2f} of 2048³, "
-        f"{fl * ours['train_tok_s'] / own:.2f} of the model shapes; "
-        f"seq2seq windows {[round(x) for x in ours['windows']]}, data: {ours['data']}; "
-        f"seq2seq peak RSS after training {ours['peak_rss_mb']:,.0f} MB (the column), "
-        f"after decoding too {ours['decode_peak_rss_mb']:,.0f} MB"
-    )
+    for dtype, (big, own) in rates.items():
+        print(
+            f"matmul {dtype}: 2048³ {big / 1e9:.1f} GFLOP/s, "
+            f"model shapes {own / 1e9:.1f} GFLOP/s"
+        )
     j, o = results.get("joeynmt", {}), results.get("opennmt", {})
-    print(
-        f"train_tok_s={ours['train_tok_s']:.0f} "
-        f"vs_joeynmt={fmt(ratio(ours['train_tok_s'], j.get('train_tok_s')), '.2f')} "
-        f"vs_opennmt={fmt(ratio(ours['train_tok_s'], o.get('train_tok_s')), '.2f')} "
-        f"matmul_utilisation={util:.2f} "
-        "beam5_vs_joeynmt="
-        f"{fmt(ratio(ours['beam5_sent_s'], j.get('beam5_sent_s')), '.2f')} "
-        f"peak_rss_mb={ours['peak_rss_mb']:.0f}"
-    )
+    lines = []
+    for name in ours:
+        r = results[name]
+        fl = 3 * flops_per_token(r["attention"], r["src_per_tgt"], r["s_mean"])
+        achieved = fl * r["train_tok_s"]
+        util = achieved / rates[r["precision"]][0]  # of its own dtype's rate
+        own = "".join(
+            f", {achieved / big:.2f} of {dtype} 2048³ and {achieved / sh:.2f} of "
+            f"{dtype} model shapes"
+            for dtype, (big, sh) in rates.items()
+        )
+        print(
+            f"{name} ({r['precision']}): model {fl / 1e6:.1f} MFLOP per target token "
+            f"(training step); achieved {achieved / 1e9:.1f} GFLOP/s{own}; "
+            f"windows {[round(x) for x in r['windows']]}, data: {r['data']}; "
+            f"peak RSS after training {r['peak_rss_mb']:,.0f} MB (the column), "
+            f"after decoding too {r['decode_peak_rss_mb']:,.0f} MB"
+        )
+        lines.append(
+            f"train_tok_s={r['train_tok_s']:.0f} "
+            f"vs_joeynmt={fmt(ratio(r['train_tok_s'], j.get('train_tok_s')), '.2f')} "
+            f"vs_opennmt={fmt(ratio(r['train_tok_s'], o.get('train_tok_s')), '.2f')} "
+            f"matmul_utilisation={util:.2f} "
+            "beam5_vs_joeynmt="
+            f"{fmt(ratio(r['beam5_sent_s'], j.get('beam5_sent_s')), '.2f')} "
+            f"peak_rss_mb={r['peak_rss_mb']:.0f} precision={r['precision']}"
+        )
+    print("\n".join(lines))
 
 
 def main() -> None:
@@ -361,11 +386,19 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=1, help="alternations (medians)")
     p.add_argument("--batch-tokens", type=int, default=1152, help="~64 sentences")
     p.add_argument("--corpus", type=Path, default=ROOT.parent / "shared/data/multi30k")
+    p.add_argument(
+        "--precision",
+        nargs="+",
+        choices=["fp32", "bf16"],
+        default=["fp32", "bf16"],
+        help="one seq2seq row each; the last one makes the last line",
+    )
     p.add_argument("--no-peers", action="store_true")
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        print(json.dumps(worker(args) | {"attention": args.attention}))
+        extra = {"attention": args.attention, "precision": args.worker}
+        print(json.dumps(worker(args) | extra))
         return
     torch.set_num_threads(args.threads)
     use_peers = not args.no_peers and peers_available()
@@ -377,9 +410,11 @@ def main() -> None:
         )
     runs: dict[str, list[dict]] = {}
     for _ in range(args.rounds):
-        cmd = [sys.executable, __file__, "--worker", *sys.argv[1:]]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        runs.setdefault("seq2seq", []).append(json.loads(out.splitlines()[-1]))
+        for prec in args.precision:
+            cmd = [sys.executable, __file__, *sys.argv[1:], "--worker", prec]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            name = "seq2seq" if prec == "fp32" else f"seq2seq-{prec}"
+            runs.setdefault(name, []).append(json.loads(out.stdout.splitlines()[-1]))
         if use_peers:
             runs.setdefault("joeynmt", []).append(peer("joey", args))
             runs.setdefault("opennmt", []).append(peer("onmt", args))
@@ -389,10 +424,14 @@ def main() -> None:
         for key in ("train_tok_s", "greedy_sent_s", "beam5_sent_s", "peak_rss_mb"):
             vals = [r[key] for r in rs if r[key] is not None]
             results[name][key] = statistics.median(vals) if vals else None
-    big = matmul_rate(2048, 2048, 2048)
     shapes = [(1000, 512, 8004), (64, 512, 1536), (1000, 256, 768), (64, 512, 512)]
-    own = statistics.mean(matmul_rate(*s, seconds=0.5) for s in shapes)
-    report(results, big, own)
+    rates = {}
+    for prec in dict.fromkeys(["fp32", *args.precision]):
+        dtype = torch.float32 if prec == "fp32" else torch.bfloat16
+        big = matmul_rate(2048, 2048, 2048, dtype=dtype)
+        own = statistics.mean(matmul_rate(*s, 0.5, dtype) for s in shapes)
+        rates[prec] = (big, own)
+    report(results, rates)
 
 
 if __name__ == "__main__":

@@ -214,3 +214,27 @@ def test_keep_last_keeps_the_newest_validated_checkpoints_by_step(tmp_path):
     # each holds its own step, although last.pt was rewritten after both
     for name, step in zip(kept, (8, 9), strict=True):
         assert load_checkpoint(tmp_path / "run" / "checkpoints" / name)["step"] == step
+
+
+def test_bf16_autocast_on_cpu_trains_and_validates_with_fp32_weights(tmp_path):
+    """``trainer.precision=bf16`` on CPU: bf16 matmuls, fp32 weights and loss."""
+    common = [
+        "trainer.log_every=1",
+        "trainer.max_steps=30",
+        "trainer.max_epochs=10",
+        "trainer.valid_every=30",
+    ]
+    fp32 = _trainer(tmp_path, "fp32", *common, "trainer.precision=fp32")
+    fp32.fit()
+    bf16 = _trainer(tmp_path, "bf16", *common, "trainer.precision=bf16")
+    assert bf16.amp_dtype == torch.bfloat16
+    result = bf16.fit()
+    exact, low = _losses(tmp_path / "fp32"), _losses(tmp_path / "bf16")
+    # same seed, weights and first batch: the same loss up to bf16 rounding
+    assert low[1] == pytest.approx(exact[1], rel=0.02)
+    assert low[1] != exact[1], "bf16 autocast did not run"
+    values = list(low.values())
+    assert sum(values[-5:]) < sum(values[:5])
+    assert all(p.dtype == torch.float32 for p in bf16.model.parameters())
+    assert result.best_checkpoint is not None  # validation decoded under autocast too
+    assert bf16.progress.best_metric is not None
