@@ -187,6 +187,7 @@ class EvaluateConfig:
     lowercase: bool = False  # also report lowercased BLEU (older papers)
     alignment: bool = False  # report AER when the corpus has gold alignments
     device: str = "auto"
+    precision: str = "auto"  # decoding autocast: auto (bf16 on CUDA) | fp32 | bf16
     data: Any | None = None  # a DataConfig overriding the checkpoint's corpus
 
 
@@ -199,6 +200,7 @@ class TranslateConfig:
     length_penalty: float | None = None
     max_input_pieces: int = 250  # longer lines are truncated, with a warning
     device: str = "auto"
+    precision: str = "auto"  # decoding autocast: auto (bf16 on CUDA) | fp32 | bf16
 
 
 @dataclass

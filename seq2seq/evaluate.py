@@ -25,7 +25,7 @@ from seq2seq.inference import (
 )
 from seq2seq.metrics import Scores, score
 from seq2seq.model.search import Hypothesis, translate_batch
-from seq2seq.runtime import autocast, select_device
+from seq2seq.runtime import autocast, resolve_precision, select_device
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,8 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path) -> Scores:
     split = encode_corpus_split(data_cfg, loaded.tokenizer, cfg.split)
     decode = decode_settings(loaded.config.decode, cfg.beam_size, cfg.length_penalty)
     batch_tokens = cfg.batch_tokens or data_cfg.batch_tokens
-    hyps = translate_split(loaded.model, split, decode, device, batch_tokens)
+    amp = resolve_precision(cfg.precision, device)
+    hyps = translate_split(loaded.model, split, decode, device, batch_tokens, amp)
     texts = detokenize(loaded.tokenizer, hyps)
     scores = score(texts, split.tgt_text, lowercase=cfg.lowercase)
     out = write_lines(run_dir / "hyps" / f"{cfg.split}.txt", texts)
@@ -152,7 +153,7 @@ def read_input(path: str | None) -> list[str]:
 
 
 def translate_lines(
-    loaded, lines: list[str], decode, device, max_pieces: int
+    loaded, lines: list[str], decode, device, max_pieces: int, amp_dtype=None
 ) -> list[str]:
     """Translate each line; empty lines stay empty, over-long ones are truncated."""
     keep = [i for i, line in enumerate(lines) if line.strip()]
@@ -169,7 +170,9 @@ def translate_lines(
             split.src_ids[row] = ids[:max_pieces]
     out = [""] * len(lines)
     if keep:
-        hyps = translate_split(loaded.model, split, decode, device, batch_tokens=8192)
+        hyps = translate_split(
+            loaded.model, split, decode, device, 8192, amp_dtype=amp_dtype
+        )
         for i, text in zip(keep, detokenize(loaded.tokenizer, hyps), strict=True):
             out[i] = text
     return out
@@ -181,7 +184,8 @@ def translate_file(cfg: DictConfig) -> list[str]:
     loaded = load_model(cfg.checkpoint, device)
     decode = decode_settings(loaded.config.decode, cfg.beam_size, cfg.length_penalty)
     lines = read_input(cfg.input)
-    out = translate_lines(loaded, lines, decode, device, cfg.max_input_pieces)
+    amp = resolve_precision(cfg.precision, device)
+    out = translate_lines(loaded, lines, decode, device, cfg.max_input_pieces, amp)
     if cfg.output:
         write_lines(Path(cfg.output), out)
     else:

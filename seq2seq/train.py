@@ -432,8 +432,9 @@ class Trainer:
 
         Each is a hard link to the ``last.pt`` just written, so nothing is serialised
         or written twice; ``last.pt`` is later replaced by rename, so the link keeps
-        this step's file. Named by step (``step00001234.pt``) so that ``seq2seq-average``
-        and a shell glob take them in training order; older ones are deleted.
+        this step's file. Named by step (``step00001234.pt``) so that
+        ``seq2seq-average`` and a shell glob take them in training order; older ones
+        are deleted.
         """
         keep = self.tcfg.keep_last
         if not keep or not self.dist.is_main:

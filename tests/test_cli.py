@@ -7,7 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from omegaconf import OmegaConf
 
+from seq2seq import evaluate
+from seq2seq.config import EvaluateConfig, TranslateConfig
 from tests.helpers import TINY, run_script
 
 pytestmark = pytest.mark.slow
@@ -49,6 +53,48 @@ def test_evaluate_prints_scores_with_signatures(trained):
     assert "nrefs:1" in proc.stdout  # sacreBLEU signature
     hyps = (tmp / "eval" / "hyps" / "validation.txt").read_text().splitlines()
     assert len(hyps) == 40
+
+
+def test_evaluate_and_translate_decode_under_the_requested_precision(
+    trained, tmp_path, monkeypatch
+):
+    """``precision=bf16`` reaches the search's autocast; ``auto`` is fp32 on CPU."""
+    _, ckpt = trained
+    seen = []
+    real = evaluate.translate_split
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("amp_dtype", args[5] if len(args) > 5 else None))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "translate_split", spy)
+    for precision in ("bf16", "auto"):
+        cfg = OmegaConf.structured(
+            EvaluateConfig(
+                checkpoint=str(ckpt),
+                split="validation",
+                beam_size=2,
+                precision=precision,
+                device="cpu",
+            )
+        )
+        assert evaluate.evaluate_checkpoint(cfg, tmp_path / precision).bleu >= 0
+    source = tmp_path / "in.txt"
+    source.write_text("I love you\n")
+    cfg = OmegaConf.structured(
+        TranslateConfig(
+            checkpoint=str(ckpt),
+            input=str(source),
+            output=str(tmp_path / "out.txt"),
+            precision="bf16",
+            device="cpu",
+        )
+    )
+    assert len(evaluate.translate_file(cfg)) == 1
+    assert seen == [torch.bfloat16, None, torch.bfloat16]
+    with pytest.raises(ValueError, match="fp16 autocast needs CUDA"):
+        cfg.precision = "fp16"
+        evaluate.translate_file(cfg)
 
 
 def test_evaluate_on_another_corpus(trained, tmp_path):
