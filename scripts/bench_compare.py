@@ -125,11 +125,14 @@ def own_tokenizer(corpus: Path) -> dict:
 
 def worker(args) -> dict:
     """Train ``warmup + steps`` steps, then time greedy and beam-5 decoding."""
+    from omegaconf import OmegaConf
+
     from seq2seq.config import ModelConfig
     from seq2seq.data.batching import make_loader
     from seq2seq.evaluate import token_loss
     from seq2seq.model.search import beam_search, greedy_search
     from seq2seq.model.seq2seq import build_model
+    from seq2seq.optim import build_optimizer
     from seq2seq.runtime import autocast, resolve_precision
 
     torch.set_num_threads(args.threads)
@@ -142,7 +145,8 @@ def worker(args) -> dict:
     cfg.attention.type = "bahdanau" if args.attention == "bahdanau" else "luong_general"
     cfg.decoder.style = "bahdanau" if args.attention == "bahdanau" else "luong"
     model = build_model(cfg, MODEL["vocab"], MODEL["vocab"])
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    adam = {"name": "adam", "lr": 1e-3, "betas": [0.9, 0.999], "weight_decay": 0.0}
+    opt = build_optimizer(OmegaConf.create(adam), model)  # the trainer's (fused) Adam
     loader = make_loader(train, args.batch_tokens, shuffle=True, seed=42)
     rates, sents, tokens, start, step = [], [], 0, 0.0, 0
     model.train()

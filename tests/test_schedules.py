@@ -1,4 +1,5 @@
-"""Learning-rate schedules: the budget cosine's shape, and its exact resume."""
+"""Optimizers and learning-rate schedules: the fused Adam update, the budget cosine's
+shape, and its exact resume."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from seq2seq.optim import BudgetCosine, build_scheduler
+from seq2seq.optim import BudgetCosine, build_optimizer, build_scheduler
 from tests.test_train import _events, _losses, _trainer, sigterm_after_step
 
 
@@ -18,6 +19,37 @@ def _optimizer(lr: float = 0.01) -> torch.optim.Optimizer:
 
 def _lr(opt: torch.optim.Optimizer) -> float:
     return opt.param_groups[0]["lr"]
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_fused_optimizer_updates_like_the_per_tensor_loop(name):
+    cfg = OmegaConf.create(
+        {"name": name, "lr": 0.01, "betas": [0.9, 0.98], "weight_decay": 0.01}
+    )
+    torch.manual_seed(0)
+    fused_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    loop_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    loop_model.load_state_dict(fused_model.state_dict())
+    start = fused_model[0].weight.detach().clone()
+    fused = build_optimizer(cfg, fused_model)
+    assert fused.defaults["fused"], "torch has fused CPU kernels from 2.4 on"
+    kind = torch.optim.Adam if name == "adam" else torch.optim.AdamW
+    loop = kind(
+        loop_model.parameters(),
+        lr=0.01,
+        betas=(0.9, 0.98),
+        weight_decay=0.01,
+        foreach=False,
+    )
+    for _ in range(5):
+        x = torch.randn(32, 8)
+        for model, opt in ((fused_model, fused), (loop_model, loop)):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+    for a, b in zip(fused_model.parameters(), loop_model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(fused_model[0].weight, start), "the weights must move"
 
 
 def test_budget_cosine_warms_up_then_anneals_to_the_floor_at_the_budget():
