@@ -28,8 +28,16 @@ def select_device(name: str) -> torch.device:
     return device
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX). Elsewhere
+    oneDNN emulates it, and bf16 autocast is slower than fp32."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
 def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype, or None for fp32. ``auto``: bf16 on CUDA, fp32 on CPU."""
+    """The autocast dtype, or None for fp32. ``auto``: bf16 on CUDA, fp32 on CPU
+    (bf16 on CPU is opt-in: faster where it is native, but not bit-identical)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision == "auto":
@@ -38,6 +46,11 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
         return None
     if device.type != "cuda" and precision == "fp16":
         raise ValueError("fp16 autocast needs CUDA; use precision=fp32 or bf16 on CPU")
+    if device.type == "cpu" and not cpu_has_native_bf16():
+        log.warning(
+            "precision=bf16 on a CPU without AVX512-BF16 or AMX: bf16 is emulated "
+            "there and usually slower than fp32; consider precision=fp32"
+        )
     return torch.bfloat16 if precision == "bf16" else torch.float16
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from pathlib import Path
@@ -13,7 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from seq2seq import train as train_module
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.data.prepare import prepare_data
-from seq2seq.runtime import seed_everything
+from seq2seq.runtime import resolve_precision, seed_everything
 from seq2seq.train import Trainer
 from tests.helpers import tiny_train_config
 
@@ -238,3 +239,18 @@ def test_bf16_autocast_on_cpu_trains_and_validates_with_fp32_weights(tmp_path):
     assert all(p.dtype == torch.float32 for p in bf16.model.parameters())
     assert result.best_checkpoint is not None  # validation decoded under autocast too
     assert bf16.progress.best_metric is not None
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_on_a_cpu_without_native_bf16_warns(native, monkeypatch, caplog):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    cpu = torch.device("cpu")
+    with caplog.at_level(logging.WARNING, logger="seq2seq.runtime"):
+        assert resolve_precision("bf16", cpu) == torch.bfloat16
+        assert resolve_precision("auto", cpu) is None  # CPU autocast is opt-in
+    assert ("emulated" in caplog.text) is not native
+    with pytest.raises(ValueError, match="fp16 autocast needs CUDA"):
+        resolve_precision("fp16", cpu)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        resolve_precision("half", cpu)
