@@ -81,7 +81,12 @@ def run_training(cfg: DictConfig, run_dir: Path) -> float | None:
     if not dist_info.is_main:
         cfg.trainer.progress = False
     trainer = Trainer(cfg, run_dir, data, device, dist_info)
-    log.info("model: %s parameters, device %s", f"{trainer.n_params:,}", device)
+    log.info(
+        "model: %s parameters, device %s, %s",
+        f"{trainer.n_params:,}",
+        device,
+        "fp32" if trainer.amp_dtype is None else f"{trainer.amp_dtype} autocast",
+    )
     trainer.tracker.config(OmegaConf.to_yaml(cfg, resolve=True))
     checkpoint = find_resume_checkpoint(cfg, run_dir)
     if checkpoint is not None:
