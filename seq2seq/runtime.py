@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import signal
 
@@ -46,12 +47,29 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
         return None
     if device.type != "cuda" and precision == "fp16":
         raise ValueError("fp16 autocast needs CUDA; use precision=fp32 or bf16 on CPU")
-    if device.type == "cpu" and not cpu_has_native_bf16():
-        log.warning(
-            "precision=bf16 on a CPU without AVX512-BF16 or AMX: bf16 is emulated "
-            "there and usually slower than fp32; consider precision=fp32"
-        )
+    if device.type == "cpu":
+        limit_onednn_caches()
+        if not cpu_has_native_bf16():
+            log.warning(
+                "precision=bf16 on a CPU without AVX512-BF16 or AMX: bf16 is emulated "
+                "there and usually slower than fp32; consider precision=fp32"
+            )
     return torch.bfloat16 if precision == "bf16" else torch.float16
+
+
+ONEDNN_CACHE_CAPACITY = "64"
+
+
+def limit_onednn_caches() -> None:
+    """Cap oneDNN's and ideep's kernel caches, unless the user set them.
+
+    bf16 matmuls on CPU go through oneDNN, which compiles and caches a kernel (with
+    packed weights) per shape, up to 1,024 of each by default. Token-bucket batches
+    change shape at every step, so a bf16 training process grew to 4 GB; at 64 it
+    peaks at 1.3 GB at the same speed (docs/performance.md). Must run before the first
+    bf16 matmul: both libraries read the variables when they build the cache."""
+    for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
+        os.environ.setdefault(name, ONEDNN_CACHE_CAPACITY)
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None):
