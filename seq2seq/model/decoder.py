@@ -20,6 +20,7 @@ from torch.nn import functional as F
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import Attention, AttentionOutput, Keys
 from seq2seq.model.gru import StackedGRU
+from seq2seq.model.precision import cast_like_autocast
 
 
 class DecoderState(NamedTuple):
@@ -155,6 +156,11 @@ class Decoder(nn.Module):
         """memory ``(B, S, Hm)``, mask ``(B, S)``, hidden ``(B, L, H)`` → state; the
         attention keys are projected here, once per batch."""
         keys = self.attention.prepare(memory, mask)
+        values = cast_like_autocast(keys.values)  # once, not at every step
+        same = keys.keys is keys.values
+        keys = Keys(
+            values, values if same else cast_like_autocast(keys.keys), keys.mask
+        )
         feed = hidden.new_zeros(hidden.size(0), self.feed_size)
         return DecoderState(hidden.transpose(0, 1).contiguous(), feed, keys)
 
@@ -287,15 +293,21 @@ class LuongDecoder(Decoder):
     def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
         return nn.Linear(context_size + self.hidden_size, self.hidden_size)  # W_c
 
-    def _attentional(self, h: Tensor, keys: Keys) -> tuple[Tensor, AttentionOutput]:
+    def _split_feature(self) -> tuple[Tensor, Tensor]:
+        """W_c ``(H, C + H)`` over [c; h] as its h and c parts ``(H, H)``, ``(C, H)``,
+        cast once for the step loop under autocast."""
+        w, c_size = self.feature.weight, self.attention.context_size
+        return cast_like_autocast(w[:, c_size:]), cast_like_autocast(w[:, :c_size].t())
+
+    def _attentional(
+        self, h: Tensor, keys: Keys, w_h: Tensor, w_c: Tensor
+    ) -> tuple[Tensor, AttentionOutput]:
         """One step: h ``(B, H)`` → h̃ = tanh(W_c [c; h]) ``(B, H)`` and the attention
         (two matmuls instead of a concatenation per step)."""
         att = self.attention.attend(h, keys)
-        c_size = att.context.size(-1)
-        w = self.feature.weight  # (H, C + H) over [c; h]
-        pre = F.linear(h, w[:, c_size:], self.feature.bias)
-        if c_size:
-            pre = torch.addmm(pre, att.context, w[:, :c_size].t())
+        pre = F.linear(h, w_h, self.feature.bias)
+        if att.context.size(-1):
+            pre = torch.addmm(pre, att.context, w_c)
         return torch.tanh(pre), att
 
     def _step_features(
@@ -303,7 +315,7 @@ class LuongDecoder(Decoder):
     ) -> tuple[Tensor, DecoderState, AttentionOutput]:
         rnn_in = torch.cat([emb, state.feed], dim=-1).unsqueeze(1)  # (B, 1, E + F)
         out, hidden = self.rnn(rnn_in, state.hidden)  # nn.GRU: faster for one step
-        feat, att = self._attentional(out[:, 0], state.keys)
+        feat, att = self._attentional(out[:, 0], state.keys, *self._split_feature())
         feed = feat if self.input_feeding else state.feed
         return feat, DecoderState(hidden, feed, state.keys), att
 
@@ -325,10 +337,11 @@ class LuongDecoder(Decoder):
         gru = StackedGRU(self.rnn, emb.size(-1), self.training)
         gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H)
         hidden, feed = list(state.hidden.unbind(0)), state.feed
+        w_h, w_c = self._split_feature()
         feats, outs = [], []
         for gi_emb in gates.unbind(0):
             hidden = gru.step(gi_emb, feed, hidden)
-            feed, att = self._attentional(hidden[-1], state.keys)
+            feed, att = self._attentional(hidden[-1], state.keys, w_h, w_c)
             feats.append(feed)
             outs.append(att)
         return (torch.stack(feats, dim=1), *_stack(outs))
