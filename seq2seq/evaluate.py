@@ -11,34 +11,23 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.data.batching import make_loader
 from seq2seq.data.prepare import EncodedSplit
-from seq2seq.data.tokenizer import PAD_ID, Tokenizer
+from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.inference import (
     decode_settings,
     encode_corpus_split,
     encode_texts,
     load_model,
 )
+from seq2seq.loss import token_loss
 from seq2seq.metrics import Scores, score
 from seq2seq.model.search import Hypothesis, translate_batch
 from seq2seq.runtime import autocast, resolve_precision, select_device
 
 log = logging.getLogger(__name__)
-
-
-def token_loss(logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.0):
-    """Summed cross-entropy over non-pad targets; logits (B, T, V), targets (B, T)."""
-    return F.cross_entropy(
-        logits.reshape(-1, logits.size(-1)).float(),
-        targets.reshape(-1),
-        ignore_index=PAD_ID,
-        label_smoothing=smoothing,
-        reduction="sum",
-    )
 
 
 @torch.inference_mode()

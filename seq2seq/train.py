@@ -29,8 +29,8 @@ from seq2seq.checkpoint import (
 from seq2seq.data.batching import Batch, make_loader
 from seq2seq.data.prepare import PreparedData
 from seq2seq.distributed import DistInfo, all_reduce_sum
-from seq2seq.evaluate import token_loss
 from seq2seq.guided_alignment import GoldAttention, guided_alignment_loss
+from seq2seq.loss import token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 from seq2seq.optim import build_optimizer, build_scheduler, teacher_forcing_ratio
 from seq2seq.runtime import StopRequested, autocast, resolve_precision
