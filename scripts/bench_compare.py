@@ -17,7 +17,15 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
   processes); the peak after decoding as well is printed beside it.
 - Peers: ``run.py throughput joey|onmt`` of ``/work/shared/bench/peers`` (same
   warm-up and step count); their decoding is timed with their own CLIs on the 1,014
-  validation sentences, with the model that run saved (``n/a`` when it cannot be).
+  validation sentences (max. 100 pieces, batches of 64, like ours), with the model
+  that run saved (``n/a`` when it cannot be), minus the CLI's start-up (timed on a
+  one-sentence file).
+- Decoding speed follows output length, and a model after 170 steps writes outputs
+  of arbitrary length. ``--decode-budget SECONDS`` times decoding on trained models
+  instead: ours trains on after the timed steps until that much wall clock has
+  passed, the peers' come from ``run.py bleu <tk> --budget SECONDS`` (run first when
+  its result is missing). The decoding table prints BLEU and mean output length in
+  words beside each speed, so that like can be compared with like.
 - Matmul utilisation: FLOPs of the model's matmuls per target token (``flops_per_token``
   below, ×3 for a training step) × tok/s ÷ the fp32 ``torch.matmul`` rate measured here
   (the bf16 row: ÷ the bf16 rate, its own hardware limit; both are printed). The last
@@ -26,6 +34,7 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
 
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py            # all
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --no-peers # ours only
+    flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --decode-budget 600
 """
 
 from __future__ import annotations
@@ -129,7 +138,7 @@ def worker(args) -> dict:
 
     from seq2seq.config import ModelConfig
     from seq2seq.data.batching import make_loader
-    from seq2seq.evaluate import token_loss
+    from seq2seq.loss import token_loss
     from seq2seq.model.search import beam_search, greedy_search
     from seq2seq.model.seq2seq import build_model
     from seq2seq.optim import build_optimizer
@@ -150,15 +159,20 @@ def worker(args) -> dict:
     loader = make_loader(train, args.batch_tokens, shuffle=True, seed=42)
     rates, sents, tokens, start, step = [], [], 0, 0.0, 0
     model.train()
+
+    def step_fn(batch) -> None:
+        with autocast(torch.device("cpu"), amp):
+            out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
+            loss = token_loss(out.logits, batch.tgt_out, 0.0)
+        (loss / batch.n_tokens).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    began = time.perf_counter()
     while len(rates) * args.window < args.steps:
         for batch in loader:
-            with autocast(torch.device("cpu"), amp):
-                out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
-                loss = token_loss(out.logits, batch.tgt_out, 0.0)
-            (loss / batch.n_tokens).backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            step_fn(batch)
             step += 1
             sents.append(batch.src.size(0))
             if step == args.warmup:
@@ -175,6 +189,13 @@ def worker(args) -> dict:
     res["sent_per_batch"] = statistics.mean(sents)
     # Training peak, comparable with the peers' (their throughput runs only train).
     res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    step += train_until(
+        args.decode_budget - (time.perf_counter() - began), step_fn, loader
+    )
+    res["trained_steps"], res["trained_s"] = step, time.perf_counter() - began
+    if args.keep_models:
+        args.keep_models.mkdir(parents=True, exist_ok=True)
+        torch.save(model.state_dict(), args.keep_models / f"seq2seq-{args.worker}.pt")
     order = sorted(range(len(valid.src_ids)), key=lambda i: len(valid.src_ids[i]))
     from seq2seq.data.batching import collate
 
@@ -182,12 +203,14 @@ def worker(args) -> dict:
     batches = [
         collate([(i, valid.src_ids[i], valid.tgt_ids[i]) for i in c]) for c in chunks
     ]
+    detok = target_detokenizer(tok)
     for name, fn in (("greedy", greedy_search), ("beam5", beam_search)):
         kw = {"beam_size": 5} if name == "beam5" else {}
+        hyps = []
         t0 = time.perf_counter()
         for b in batches:
             with autocast(torch.device("cpu"), amp):
-                fn(
+                out = fn(
                     model,
                     b.src,
                     b.src_lengths,
@@ -196,7 +219,12 @@ def worker(args) -> dict:
                     max_len_b=100,
                     **kw,
                 )
+            hyps += [h[0] if isinstance(h, list) else h for h in out]
         res[f"{name}_sent_s"] = len(order) / (time.perf_counter() - t0)
+        texts = [""] * len(order)
+        for i, h in zip(order, hyps, strict=True):
+            texts[i] = detok(h.tokens)
+        res[f"{name}_quality"] = quality(texts, valid_references(tok))
     res["decode_peak_rss_mb"] = (
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     )
@@ -205,6 +233,59 @@ def worker(args) -> dict:
     res["src_per_tgt"] = src_t / sum(len(t) + 1 for t in train.tgt_ids)
     res["s_mean"] = src_t / len(train.src_ids)
     return res
+
+
+def train_until(seconds: float, step_fn, loader) -> int:
+    """Go on training (``--decode-budget``) so that decoding is timed on a model
+    trained for the same wall clock as the peers' ``run.py bleu`` models: an
+    untrained model's output lengths, and so its decoding time, are arbitrary."""
+    end, steps = time.perf_counter() + seconds, 0
+    while time.perf_counter() < end:
+        for batch in loader:
+            step_fn(batch)
+            steps += 1
+            if time.perf_counter() >= end:
+                break
+    return steps
+
+
+def target_detokenizer(tok):
+    """Our target ids → text (the harness's pieces are SentencePiece ids + 4)."""
+    from seq2seq.data.tokenizer import EOS_ID, UNK_ID
+
+    if tok is not None:
+        return tok["tok"].decode_tgt
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(DATA / "spm.model"))
+
+    def detok(ids: list[int]) -> str:
+        kept = []
+        for i in ids:
+            if i == EOS_ID:
+                break
+            if i >= 4 or i == UNK_ID:
+                kept.append(i - 4 if i >= 4 else sp.unk_id())
+        return sp.decode(kept)
+
+    return detok
+
+
+def valid_references(tok) -> list[str]:
+    if tok is not None:
+        return tok["texts"]["valid"][1]
+    return (DATA / "valid.en").read_text().splitlines()
+
+
+def quality(texts: list[str], refs: list[str]) -> dict:
+    """Cased sacreBLEU and the mean output length in words: decoding speed follows
+    output length, so the speed columns compare only with these beside them."""
+    import sacrebleu
+
+    return {
+        "bleu": sacrebleu.corpus_bleu(texts, [refs]).score,
+        "words": statistics.mean(len(t.split()) for t in texts),
+    }
 
 
 # ---------------------------------------------------------------- peers (harness)
@@ -229,21 +310,25 @@ def timed_cmd(cmd: list, log: Path) -> float:
     return time.perf_counter() - t0
 
 
-def peer_decode(tk: str, run: Path, beam: int) -> float | None:
-    """Sentences/s of the peer's own CLI on the validation set (model load included:
-    a few seconds; it is why the figure is a lower bound)."""
-    venv = PEERS_ROOT / "venvs" / tk / "bin"
-    n = len((DATA / "valid.sp.de").read_text().splitlines())
+def peer_checkpoint(tk: str, run: Path) -> Path | None:
+    """The newest checkpoint of a harness run (by step number, not by name)."""
     if tk == "onmt":
-        ckpts = sorted(run.glob("model_step_*.pt"))
-        if not ckpts:
-            return None
-        cmd = [
+        ckpts = sorted(run.glob("model_step_*.pt"), key=lambda q: int(q.stem[11:]))
+    else:
+        ckpts = sorted((run / "model").glob("[0-9]*.ckpt"), key=lambda q: int(q.stem))
+    return ckpts[-1] if ckpts else None
+
+
+def peer_decode_cmd(tk: str, run: Path, ckpt: Path, beam: int, src: Path) -> list:
+    """The peer's own CLI decoding ``src.de`` (pieces) into ``run/hyp<beam>``."""
+    venv = PEERS_ROOT / "venvs" / tk / "bin"
+    if tk == "onmt":
+        return [
             venv / "onmt_translate",
             "-model",
-            ckpts[-1],
+            ckpt,
             "-src",
-            DATA / "valid.sp.de",
+            f"{src}.de",
             "-output",
             run / f"hyp{beam}",
             "-beam_size",
@@ -255,33 +340,60 @@ def peer_decode(tk: str, run: Path, beam: int) -> float | None:
             "-gpu",
             -1,
         ]
-    else:
-        ckpts = sorted((run / "model").glob("[0-9]*.ckpt"), key=lambda q: int(q.stem))
-        if not ckpts:
-            return None
-        cfg = (run / "config.yaml").read_text()
-        cfg = cfg.replace("testing:\n", f'testing:\n    load_model: "{ckpts[-1]}"\n', 1)
-        cfg = cfg.replace("beam_size: 1 ", f"beam_size: {beam} ")
-        cfg = cfg.replace(f'test: "{DATA}/test.sp"', f'test: "{DATA}/valid.sp"')
-        (run / f"test{beam}.yaml").write_text(cfg)
-        cmd = [
-            venv / "python",
-            "-m",
-            "joeynmt",
-            "test",
-            run / f"test{beam}.yaml",
-            "-o",
-            run / f"hyp{beam}",
-        ]
-        n *= 2  # joeynmt test decodes dev and test (both the validation set here)
+    cfg = (run / "config.yaml").read_text()
+    cfg = cfg.replace("testing:\n", f'testing:\n    load_model: "{ckpt}"\n', 1)
+    cfg = cfg.replace("beam_size: 1 ", f"beam_size: {beam} ")
+    # joeynmt test decodes its dev and test sets: both are ``src`` here
+    for split in ("valid", "test"):
+        cfg = cfg.replace(f'"{DATA}/{split}.sp"', f'"{src}"')
+    (run / f"test{beam}.yaml").write_text(cfg)
+    return [
+        venv / "python",
+        "-m",
+        "joeynmt",
+        "test",
+        run / f"test{beam}.yaml",
+        "-o",
+        run / f"hyp{beam}",
+    ]
+
+
+def peer_decode(tk: str, run: Path, beam: int) -> tuple[float | None, dict | None]:
+    """Sentences/s of the peer's own CLI on the validation set, and the quality of
+    its output. The CLI's start-up (Python, imports, model load) is timed on a
+    one-sentence file and subtracted, so the figure is its decoding alone."""
+    ckpt = peer_checkpoint(tk, run)
+    if ckpt is None:
+        return None, None
+    one = run / "one.sp"
+    for lang in ("de", "en"):
+        first = (DATA / f"valid.sp.{lang}").read_text().splitlines()[0]
+        Path(f"{one}.{lang}").write_text(first + "\n")
+    copies = 1 if tk == "onmt" else 2  # joeynmt decodes the file twice
+    refs = (DATA / "valid.en").read_text().splitlines()
     try:
-        return n / timed_cmd(cmd, run / f"decode{beam}.log")
+        start_up = timed_cmd(
+            peer_decode_cmd(tk, run, ckpt, beam, one), run / f"decode{beam}_one.log"
+        )
+        full = timed_cmd(
+            peer_decode_cmd(tk, run, ckpt, beam, DATA / "valid.sp"),
+            run / f"decode{beam}.log",
+        )
     except subprocess.CalledProcessError as err:
         print(f"{tk} beam {beam} decoding failed: {err}", file=sys.stderr)
-        return None
+        return None, None
+    hyp = run / (f"hyp{beam}" if tk == "onmt" else f"hyp{beam}.dev")
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(DATA / "spm.model"))
+    texts = [sp.decode_pieces(ln.split()) for ln in hyp.read_text().splitlines()]
+    rate = copies * len(refs) / max(full - start_up, 1e-9)
+    return rate, quality(texts, refs)
 
 
 def peer(tk: str, args) -> dict:
+    """The harness's throughput run; decoding on its model, or (``--decode-budget``)
+    on the model of ``run.py bleu`` with that budget (trained first if absent)."""
     att = "bahdanau" if args.attention == "bahdanau" else "luong"
     cmd = [
         sys.executable,
@@ -298,12 +410,37 @@ def peer(tk: str, args) -> dict:
     timed_cmd(cmd, PEERS_ROOT / f"bench_compare_{tk}.log")
     r = json.loads((PEERS_ROOT / f"results/{tk}_{att}_throughput.json").read_text())
     run = PEERS_ROOT / f"runs/{tk}_{att}_throughput"
+    steps = 170
+    if args.decode_budget:
+        name = f"{tk}_{att}_bleu{args.decode_budget}s"
+        result = PEERS_ROOT / f"results/{name}.json"
+        if not result.exists():
+            cmd = [
+                sys.executable,
+                PEERS / "run.py",
+                "bleu",
+                tk,
+                "--attention",
+                att,
+                "--budget",
+                args.decode_budget,
+            ]
+            timed_cmd(cmd, PEERS_ROOT / f"bench_compare_{name}.log")
+        run, steps = (
+            PEERS_ROOT / f"runs/{name}",
+            json.loads(result.read_text())["checkpoint_step"],
+        )
+    greedy, greedy_q = peer_decode(tk, run, 1)
+    beam5, beam5_q = peer_decode(tk, run, 5)
     return {
         "train_tok_s": r["tgt_tok_per_s_data"],
         "peak_rss_mb": r["peak_rss_mb"],
         "sent_per_batch": 64,
-        "greedy_sent_s": peer_decode(tk, run, 1),
-        "beam5_sent_s": peer_decode(tk, run, 5),
+        "greedy_sent_s": greedy,
+        "beam5_sent_s": beam5,
+        "greedy_quality": greedy_q,
+        "beam5_quality": beam5_q,
+        "trained_steps": steps,
     }
 
 
@@ -342,6 +479,19 @@ def report(results: dict, rates: dict) -> None:
             row += (
                 f" {fmt(ratio(r['train_tok_s'], results[p]['train_tok_s']), '.2f')} |"
                 f" {fmt(ratio(r['beam5_sent_s'], results[p]['beam5_sent_s']), '.2f')} |"
+            )
+        print(row)
+    print(
+        "\n| system | model: steps | greedy sent/s | greedy BLEU | greedy words | "
+        "beam5 sent/s | beam5 BLEU | beam5 words |\n|---|---|---|---|---|---|---|---|"
+    )
+    for name, r in results.items():
+        row = f"| {name} | {fmt(r.get('trained_steps'))} |"
+        for search in ("greedy", "beam5"):
+            q = r.get(f"{search}_quality") or {}
+            row += (
+                f" {fmt(r[f'{search}_sent_s'], '.1f')} | {fmt(q.get('bleu'), '.1f')} |"
+                f" {fmt(q.get('words'), '.1f')} |"
             )
         print(row)
     for dtype, (big, own) in rates.items():
@@ -396,6 +546,21 @@ def main() -> None:
         choices=["fp32", "bf16"],
         default=["fp32", "bf16"],
         help="one seq2seq row each; the last one makes the last line",
+    )
+    p.add_argument(
+        "--decode-budget",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="time decoding on models trained for this wall clock (ours: training "
+        "goes on after the timed steps; peers: run.py bleu --budget), not on the "
+        "throughput runs' barely trained models",
+    )
+    p.add_argument(
+        "--keep-models",
+        type=Path,
+        metavar="DIR",
+        help="save our trained models there (seq2seq-<precision>.pt state dicts)",
     )
     p.add_argument("--no-peers", action="store_true")
     p.add_argument("--worker", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
