@@ -117,6 +117,10 @@ class DecodeConfig:
     max_len_a: float = 1.5  # maximum output length a * |src| + b
     max_len_b: int = 10
     n_best: int = 1
+    # beam search: when a sentence is done. bound: no live hypothesis can still beat
+    # the finished ones at any remaining length (exact). best: its best hypothesis
+    # right now has ended (the rule of JoeyNMT and OpenNMT-py; faster, may differ).
+    stop: str = "bound"
 
 
 @dataclass
@@ -183,6 +187,7 @@ class EvaluateConfig:
     split: str = "test"
     beam_size: int | None = None  # None: the checkpoint's decode settings
     length_penalty: float | None = None
+    stop: str | None = None  # beam search's stop rule (decode.stop)
     batch_tokens: int | None = None
     lowercase: bool = False  # also report lowercased BLEU (older papers)
     alignment: bool = False  # report AER when the corpus has gold alignments
@@ -198,6 +203,7 @@ class TranslateConfig:
     output: str | None = None  # a file; stdout when unset
     beam_size: int | None = None
     length_penalty: float | None = None
+    stop: str | None = None  # beam search's stop rule (decode.stop)
     max_input_pieces: int = 250  # longer lines are truncated, with a warning
     device: str = "auto"
     precision: str = "auto"  # decoding autocast: auto (bf16 on CUDA) | fp32 | bf16

@@ -100,7 +100,9 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path) -> Scores:
     if cfg.data is not None:
         data_cfg = OmegaConf.merge(data_cfg, cfg.data)
     split = encode_corpus_split(data_cfg, loaded.tokenizer, cfg.split)
-    decode = decode_settings(loaded.config.decode, cfg.beam_size, cfg.length_penalty)
+    decode = decode_settings(
+        loaded.config.decode, cfg.beam_size, cfg.length_penalty, cfg.stop
+    )
     batch_tokens = cfg.batch_tokens or data_cfg.batch_tokens
     amp = resolve_precision(cfg.precision, device)
     hyps = translate_split(loaded.model, split, decode, device, batch_tokens, amp)
@@ -171,7 +173,9 @@ def translate_file(cfg: DictConfig) -> list[str]:
     """``seq2seq-translate``: stdin or ``input=FILE`` in, one line out per line in."""
     device = select_device(cfg.device)
     loaded = load_model(cfg.checkpoint, device)
-    decode = decode_settings(loaded.config.decode, cfg.beam_size, cfg.length_penalty)
+    decode = decode_settings(
+        loaded.config.decode, cfg.beam_size, cfg.length_penalty, cfg.stop
+    )
     lines = read_input(cfg.input)
     amp = resolve_precision(cfg.precision, device)
     out = translate_lines(loaded, lines, decode, device, cfg.max_input_pieces, amp)

@@ -18,6 +18,7 @@ from seq2seq.config import DecodeConfig, TrainConfig
 from seq2seq.data.corpus import load_corpus
 from seq2seq.data.prepare import EncodedSplit
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.model.search import STOP_RULES
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def load_model(path: str | Path, device: torch.device) -> LoadedModel:
 
 
 def decode_settings(
-    base: DictConfig, beam_size=None, length_penalty=None
+    base: DictConfig, beam_size=None, length_penalty=None, stop=None
 ) -> DictConfig:
     """The checkpoint's decoding settings with the command line's overrides on top."""
     cfg = OmegaConf.merge(OmegaConf.structured(DecodeConfig), base)
@@ -51,6 +52,10 @@ def decode_settings(
         cfg.beam_size = beam_size
     if length_penalty is not None:
         cfg.length_penalty = length_penalty
+    if stop is not None:
+        cfg.stop = stop
+    if cfg.stop not in STOP_RULES:
+        raise ValueError(f"decode.stop must be one of {STOP_RULES}, got {cfg.stop!r}")
     return cfg
 
 

@@ -30,6 +30,7 @@ from seq2seq.data.batching import Batch, make_loader
 from seq2seq.data.prepare import PreparedData
 from seq2seq.distributed import DistInfo, all_reduce_sum
 from seq2seq.guided_alignment import GoldAttention, guided_alignment_loss
+from seq2seq.inference import decode_settings
 from seq2seq.loss import token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 from seq2seq.optim import build_optimizer, build_scheduler, teacher_forcing_ratio
@@ -96,6 +97,7 @@ class Trainer:
                 f"trainer.early_stopping_metric must be one of {sorted(METRIC_MODES)}, "
                 f"got {metric!r}"
             )
+        decode_settings(cfg.decode)  # a bad decode setting fails now, not at validation
         self.step_sched, self.plateau, self.budget = build_scheduler(
             cfg.scheduler, self.optimizer, metric
         )

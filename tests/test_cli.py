@@ -47,6 +47,7 @@ def test_evaluate_prints_scores_with_signatures(trained):
         f"checkpoint={ckpt}",
         "split=validation",
         "beam_size=3",
+        "stop=best",
         "lowercase=true",
         f"hydra.run.dir={tmp / 'eval'}",
     )

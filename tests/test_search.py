@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch.nn import functional as F
 from torch.testing import assert_close
 
@@ -17,6 +18,7 @@ from seq2seq.config import (
     ModelConfig,
 )
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seq2seq.inference import decode_settings
 from seq2seq.model.search import (
     beam_search,
     greedy_search,
@@ -215,3 +217,40 @@ def test_search_restores_training_mode_and_checks_n_best():
     assert model.training
     with pytest.raises(ValueError, match="n_best"):
         beam_search(model, src, lengths, mask, beam_size=2, n_best=3)
+
+
+def test_stop_best_ends_early_and_never_beats_the_exact_rule():
+    """``stop="best"`` (JoeyNMT's and OpenNMT-py's rule) ends a sentence as soon as
+    its best hypothesis has ended; the exact rule goes on and may find a better one
+    later, never a worse one. Seed 10 has such a sentence at α = 2."""
+    model = _model(v_tgt=12)
+    torch.manual_seed(10)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.5)
+    args = _batch()
+    kw = {"beam_size": 3, "length_penalty": 2.0, "max_len_a": 0.0, "max_len_b": 10}
+    exact = beam_search(model, *args, stop="bound", **kw)
+    early = beam_search(model, *args, stop="best", **kw)
+    for [e], [b] in zip(exact, early, strict=True):
+        assert b.score <= e.score + 1e-6
+    assert early[0][0].tokens == [5, 1, 1, 1, 1, 5, 6, EOS_ID]
+    assert exact[0][0].tokens == [5, 1, 1, 1, 1, 1, 5, 6, 6, EOS_ID]
+    greedy = greedy_search(model, *args, max_len_a=0.0, max_len_b=10)
+    one = beam_search(model, *args, 1, 0.0, 0.0, 10, stop="best")
+    for g, [h] in zip(greedy, one, strict=True):
+        _same(h, g)
+
+
+def test_unknown_stop_rule_is_rejected():
+    model = _model()
+    with pytest.raises(ValueError, match=r"decode\.stop"):
+        beam_search(model, *_batch(), beam_size=2, stop="first")
+
+
+def test_decode_settings_default_override_and_check_the_stop_rule():
+    old_checkpoint = OmegaConf.create({"beam_size": 5})  # saved before decode.stop
+    assert decode_settings(old_checkpoint).stop == "bound"
+    assert decode_settings(old_checkpoint, stop="best").stop == "best"
+    with pytest.raises(ValueError, match=r"decode\.stop must be one of"):
+        decode_settings(old_checkpoint, stop="first")

@@ -14,7 +14,9 @@ when it holds ``n_best`` finished hypotheses and no live one can beat the worst 
 finished score), or when it reaches its maximum length ``⌊a·|src| + b⌋``; a sentence
 with fewer finished hypotheses is topped up with its best live (unfinished) ones.
 A sentence that is done leaves the decoder's batch: later steps run only for the
-sentences still searching.
+sentences still searching. ``stop="best"`` ends a sentence earlier, as JoeyNMT and
+OpenNMT-py do: as soon as its ``n_best`` finished hypotheses score at least as well as
+its best live one does now (the live one might still have overtaken them later).
 With ``α = 0`` and ``K = 1`` this is exactly greedy search; with ``α > 0`` a beam of one
 may continue past greedy's EOS and return a longer hypothesis with a better penalised
 score. PAD and BOS are never generated.
@@ -33,6 +35,7 @@ from torch import Tensor, nn
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = float("-inf")
+STOP_RULES = ("bound", "best")
 
 
 @dataclass
@@ -207,11 +210,15 @@ def beam_search(
     max_len_a: float = 1.5,
     max_len_b: int = 10,
     n_best: int = 1,
+    stop: str = "bound",
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch → per sentence the ``n_best`` hypotheses, best first
-    (see the module docstring). ``length_penalty`` is the GNMT α."""
+    (see the module docstring). ``length_penalty`` is the GNMT α; ``stop`` one of
+    ``STOP_RULES``."""
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best={n_best} <= beam_size={beam_size}")
+    if stop not in STOP_RULES:
+        raise ValueError(f"decode.stop must be one of {STOP_RULES}, got {stop!r}")
     with _eval_mode(model):
         return _beam_search(
             model,
@@ -223,11 +230,12 @@ def beam_search(
             max_len_a,
             max_len_b,
             n_best,
+            stop == "best",
         )
 
 
 def _beam_search(
-    model, src, src_lengths, src_mask, k, alpha, max_len_a, max_len_b, n_best
+    model, src, src_lengths, src_mask, k, alpha, max_len_a, max_len_b, n_best, now
 ) -> list[list[Hypothesis]]:
     b, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_lengths, src_mask))
@@ -257,11 +265,13 @@ def _beam_search(
         hist.tokens.append(step_tokens)
         hist.parents.append(step_parents)
         hist.weights.append(_scatter_rows((weights.view(n, k, -1),), active, b, 0)[0])
-        # The best finished score any live hypothesis could still reach.
-        lp_max = length_penalty(limits.double(), alpha).clamp(
-            min=length_penalty(t + 2.0, alpha)
-        )  # lp is monotone in the length: its maximum over [t + 2, limit]
-        bound = scores.max(dim=1).values / lp_max.to(scores.dtype)  # (B,)
+        if now:  # stop rule "best": the best live hypothesis as it is now
+            bound = scores.max(dim=1).values / length_penalty(t + 1.0, alpha)
+        else:  # "bound": the best finished score any live one could still reach
+            lp_max = length_penalty(limits.double(), alpha).clamp(
+                min=length_penalty(t + 2.0, alpha)
+            )  # lp is monotone in the length: its maximum over [t + 2, limit]
+            bound = scores.max(dim=1).values / lp_max.to(scores.dtype)  # (B,)
         newly = ~done & ((t + 1 >= limits) | (pool.score[:, -1] >= bound))
         end_step = torch.where(newly, t, end_step)
         end_scores = torch.where(newly.unsqueeze(1), scores, end_scores)
@@ -339,4 +349,5 @@ def translate_batch(
         max_len_a=a,
         max_len_b=b,
         n_best=decode_cfg.n_best,
+        stop=decode_cfg.stop,
     )
