@@ -30,7 +30,8 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
   below, ×3 for a training step) × tok/s ÷ the fp32 ``torch.matmul`` rate measured here
   (the bf16 row: ÷ the bf16 rate, its own hardware limit; both are printed). The last
   line is that of the last precision listed (bf16 by default), with ``precision=``
-  appended; the line before it is fp32's, the peers' precision.
+  and ``beam5_best_vs_joeynmt=`` (our beam 5 with ``decode.stop=best``, the peers'
+  stop rule) appended; the line before it is fp32's, the peers' precision.
 
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py            # all
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --no-peers # ours only
@@ -204,8 +205,12 @@ def worker(args) -> dict:
         collate([(i, valid.src_ids[i], valid.tgt_ids[i]) for i in c]) for c in chunks
     ]
     detok = target_detokenizer(tok)
-    for name, fn in (("greedy", greedy_search), ("beam5", beam_search)):
-        kw = {"beam_size": 5} if name == "beam5" else {}
+    searches = (
+        ("greedy", greedy_search, {}),
+        ("beam5", beam_search, {"beam_size": 5}),  # our default stop rule (exact)
+        ("beam5_best", beam_search, {"beam_size": 5, "stop": "best"}),  # the peers'
+    )
+    for name, fn, kw in searches:
         hyps = []
         t0 = time.perf_counter()
         for b in batches:
@@ -483,14 +488,16 @@ def report(results: dict, rates: dict) -> None:
         print(row)
     print(
         "\n| system | model: steps | greedy sent/s | greedy BLEU | greedy words | "
-        "beam5 sent/s | beam5 BLEU | beam5 words |\n|---|---|---|---|---|---|---|---|"
+        "beam5 sent/s | beam5 BLEU | beam5 words | beam5 stop=best sent/s | BLEU | "
+        "words |\n" + "|---" * 11 + "|"
     )
     for name, r in results.items():
         row = f"| {name} | {fmt(r.get('trained_steps'))} |"
-        for search in ("greedy", "beam5"):
+        for search in ("greedy", "beam5", "beam5_best"):
             q = r.get(f"{search}_quality") or {}
             row += (
-                f" {fmt(r[f'{search}_sent_s'], '.1f')} | {fmt(q.get('bleu'), '.1f')} |"
+                f" {fmt(r.get(f'{search}_sent_s'), '.1f')} |"
+                f" {fmt(q.get('bleu'), '.1f')} |"
                 f" {fmt(q.get('words'), '.1f')} |"
             )
         print(row)
@@ -525,7 +532,9 @@ def report(results: dict, rates: dict) -> None:
             f"matmul_utilisation={util:.2f} "
             "beam5_vs_joeynmt="
             f"{fmt(ratio(r['beam5_sent_s'], j.get('beam5_sent_s')), '.2f')} "
-            f"peak_rss_mb={r['peak_rss_mb']:.0f} precision={r['precision']}"
+            f"peak_rss_mb={r['peak_rss_mb']:.0f} precision={r['precision']} "
+            "beam5_best_vs_joeynmt="
+            f"{fmt(ratio(r.get('beam5_best_sent_s'), j.get('beam5_sent_s')), '.2f')}"
         )
     print("\n".join(lines))
 
