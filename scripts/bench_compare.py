@@ -20,12 +20,11 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
   validation sentences (max. 100 pieces, batches of 64, like ours), with the model
   that run saved (``n/a`` when it cannot be), minus the CLI's start-up (timed on a
   one-sentence file).
-- Decoding speed follows output length, and a model after 170 steps writes outputs
-  of arbitrary length. ``--decode-budget SECONDS`` times decoding on trained models
-  instead: ours trains on after the timed steps until that much wall clock has
-  passed, the peers' come from ``run.py bleu <tk> --budget SECONDS`` (run first when
-  its result is missing). The decoding table prints BLEU and mean output length in
-  words beside each speed, so that like can be compared with like.
+- Decoding speed follows output length: after a few hundred steps a model writes
+  outputs of arbitrary length, so ``--steps`` should be large enough (600: about
+  25 BLEU) for the decoding columns to mean something. The decoding table prints
+  BLEU and mean output length in words beside each speed, so that like is compared
+  with like. All systems decode with their model after warm-up + ``--steps`` steps.
 - Matmul utilisation: FLOPs of the model's matmuls per target token (``flops_per_token``
   below, ×3 for a training step) × tok/s ÷ the fp32 ``torch.matmul`` rate measured here
   (the bf16 row: ÷ the bf16 rate, its own hardware limit; both are printed). The last
@@ -35,7 +34,7 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
 
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py            # all
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --no-peers # ours only
-    flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --decode-budget 600
+    flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --steps 600  # decoding
 """
 
 from __future__ import annotations
@@ -160,20 +159,15 @@ def worker(args) -> dict:
     loader = make_loader(train, args.batch_tokens, shuffle=True, seed=42)
     rates, sents, tokens, start, step = [], [], 0, 0.0, 0
     model.train()
-
-    def step_fn(batch) -> None:
-        with autocast(torch.device("cpu"), amp):
-            out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
-            loss = token_loss(out.logits, batch.tgt_out, 0.0)
-        (loss / batch.n_tokens).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    began = time.perf_counter()
     while len(rates) * args.window < args.steps:
         for batch in loader:
-            step_fn(batch)
+            with autocast(torch.device("cpu"), amp):
+                out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
+                loss = token_loss(out.logits, batch.tgt_out, 0.0)
+            (loss / batch.n_tokens).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
             step += 1
             sents.append(batch.src.size(0))
             if step == args.warmup:
@@ -190,10 +184,7 @@ def worker(args) -> dict:
     res["sent_per_batch"] = statistics.mean(sents)
     # Training peak, comparable with the peers' (their throughput runs only train).
     res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    step += train_until(
-        args.decode_budget - (time.perf_counter() - began), step_fn, loader
-    )
-    res["trained_steps"], res["trained_s"] = step, time.perf_counter() - began
+    res["trained_steps"] = step
     if args.keep_models:
         args.keep_models.mkdir(parents=True, exist_ok=True)
         torch.save(model.state_dict(), args.keep_models / f"seq2seq-{args.worker}.pt")
@@ -238,20 +229,6 @@ def worker(args) -> dict:
     res["src_per_tgt"] = src_t / sum(len(t) + 1 for t in train.tgt_ids)
     res["s_mean"] = src_t / len(train.src_ids)
     return res
-
-
-def train_until(seconds: float, step_fn, loader) -> int:
-    """Go on training (``--decode-budget``) so that decoding is timed on a model
-    trained for the same wall clock as the peers' ``run.py bleu`` models: an
-    untrained model's output lengths, and so its decoding time, are arbitrary."""
-    end, steps = time.perf_counter() + seconds, 0
-    while time.perf_counter() < end:
-        for batch in loader:
-            step_fn(batch)
-            steps += 1
-            if time.perf_counter() >= end:
-                break
-    return steps
 
 
 def target_detokenizer(tok):
@@ -397,8 +374,7 @@ def peer_decode(tk: str, run: Path, beam: int) -> tuple[float | None, dict | Non
 
 
 def peer(tk: str, args) -> dict:
-    """The harness's throughput run; decoding on its model, or (``--decode-budget``)
-    on the model of ``run.py bleu`` with that budget (trained first if absent)."""
+    """The harness's throughput run, and decoding with the model it saved."""
     att = "bahdanau" if args.attention == "bahdanau" else "luong"
     cmd = [
         sys.executable,
@@ -415,26 +391,6 @@ def peer(tk: str, args) -> dict:
     timed_cmd(cmd, PEERS_ROOT / f"bench_compare_{tk}.log")
     r = json.loads((PEERS_ROOT / f"results/{tk}_{att}_throughput.json").read_text())
     run = PEERS_ROOT / f"runs/{tk}_{att}_throughput"
-    steps = 170
-    if args.decode_budget:
-        name = f"{tk}_{att}_bleu{args.decode_budget}s"
-        result = PEERS_ROOT / f"results/{name}.json"
-        if not result.exists():
-            cmd = [
-                sys.executable,
-                PEERS / "run.py",
-                "bleu",
-                tk,
-                "--attention",
-                att,
-                "--budget",
-                args.decode_budget,
-            ]
-            timed_cmd(cmd, PEERS_ROOT / f"bench_compare_{name}.log")
-        run, steps = (
-            PEERS_ROOT / f"runs/{name}",
-            json.loads(result.read_text())["checkpoint_step"],
-        )
     greedy, greedy_q = peer_decode(tk, run, 1)
     beam5, beam5_q = peer_decode(tk, run, 5)
     return {
@@ -445,7 +401,7 @@ def peer(tk: str, args) -> dict:
         "beam5_sent_s": beam5,
         "greedy_quality": greedy_q,
         "beam5_quality": beam5_q,
-        "trained_steps": steps,
+        "trained_steps": args.warmup + args.steps,
     }
 
 
@@ -555,15 +511,6 @@ def main() -> None:
         choices=["fp32", "bf16"],
         default=["fp32", "bf16"],
         help="one seq2seq row each; the last one makes the last line",
-    )
-    p.add_argument(
-        "--decode-budget",
-        type=int,
-        default=0,
-        metavar="SECONDS",
-        help="time decoding on models trained for this wall clock (ours: training "
-        "goes on after the timed steps; peers: run.py bleu --budget), not on the "
-        "throughput runs' barely trained models",
     )
     p.add_argument(
         "--keep-models",

@@ -5,8 +5,8 @@ V = 8,000) makes several full passes over ~35 MB of float32: the cast of bf16 lo
 the log-softmax it keeps for the backward pass, a zero-filled gradient for the NLL,
 the log-softmax backward and the cast back. That is more than the CPU's caches hold,
 and it was 12 % of a bf16 training step (6 % in fp32). ``token_loss`` computes the
-same loss and gradient in blocks of rows that stay in cache, keeps only the per-row
-log-sum-exp for the backward pass, and writes the gradient once, in the logits' dtype:
+same loss and its gradient together, in blocks of rows that stay in cache, and keeps
+only the gradient, in the logits' dtype:
 
     loss_i = (1 - ε) (lse_i - z_{i,y_i}) + ε (lse_i - mean_v z_{i,v})
     ∂loss_i / ∂z_i = softmax(z_i) - (1 - ε) onehot(y_i) - ε / V
@@ -31,48 +31,53 @@ def _block_rows(vocab: int) -> int:
 
 
 class _TokenCrossEntropy(torch.autograd.Function):
+    """The gradient is computed in the forward pass, in the same blocks (one ``exp``
+    per logit instead of two), and kept in the logits' dtype; backward only scales it
+    by the incoming gradient."""
+
     @staticmethod
-    def forward(ctx, logits: Tensor, targets: Tensor, smoothing: float) -> Tensor:
+    def forward(
+        ctx, logits: Tensor, targets: Tensor, smoothing: float, with_grad: bool
+    ) -> Tensor:
         rows, vocab = logits.shape
         step = _block_rows(vocab)
+        keep = targets != PAD_ID
         lse = torch.empty(rows, dtype=torch.float32, device=logits.device)
         mean = torch.empty_like(lse) if smoothing else None
+        grad = torch.empty_like(logits) if with_grad else None
         for start in range(0, rows, step):
-            z = logits[start : start + step].float()
-            lse[start : start + step] = torch.logsumexp(z, dim=-1)
+            end = start + step
+            z = logits[start:end].float()  # a view of float32 logits: not modified
             if mean is not None:
-                mean[start : start + step] = z.mean(dim=-1)
-        keep = targets != PAD_ID
+                mean[start:end] = z.mean(dim=-1)
+            top = z.amax(dim=-1, keepdim=True)
+            p = torch.sub(z, top).exp_()  # (block, V) unnormalised probabilities
+            total = p.sum(dim=-1, keepdim=True)
+            lse[start:end] = (top + total.log()).squeeze(1)
+            if grad is not None:  # softmax - (1 - eps) onehot - eps / V, 0 for PAD
+                p.mul_(keep[start:end].unsqueeze(1) / total)
+                if smoothing:
+                    p.sub_(keep[start:end].unsqueeze(1) * (smoothing / vocab))
+                p.scatter_add_(
+                    1,
+                    targets[start:end].unsqueeze(1),
+                    keep[start:end].unsqueeze(1) * (smoothing - 1.0),
+                )
+                grad[start:end] = p
         picked = logits.gather(1, targets.unsqueeze(1)).squeeze(1).float()
         loss = (1.0 - smoothing) * (lse - picked)
         if mean is not None:
             loss = loss + smoothing * (lse - mean)
-        ctx.save_for_backward(logits, targets, lse, keep)
-        ctx.smoothing = smoothing
+        ctx.save_for_backward(grad)
         return (loss * keep).sum()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out: Tensor):
-        logits, targets, lse, keep = ctx.saved_tensors
-        rows, vocab = logits.shape
-        step = _block_rows(vocab)
-        eps = ctx.smoothing
-        scale = (grad_out * keep).float().unsqueeze(1)  # (N, 1): 0 for PAD rows
-        grad = torch.empty_like(logits)
-        for start in range(0, rows, step):
-            end = start + step
-            # out of place: .float() of a float32 block is the saved logits themselves
-            p = torch.sub(logits[start:end].float(), lse[start:end].unsqueeze(1)).exp_()
-            if eps:
-                p.sub_(eps / vocab)
-            p.scatter_add_(
-                1,
-                targets[start:end].unsqueeze(1),
-                torch.full_like(scale[start:end], eps - 1.0),
-            )
-            grad[start:end] = p.mul_(scale[start:end])
-        return grad, None, None
+        (grad,) = ctx.saved_tensors
+        if grad is None:
+            raise RuntimeError("token_loss was computed without gradient tracking")
+        return grad * grad_out.to(grad.dtype), None, None, None
 
 
 def token_loss(logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
@@ -81,4 +86,7 @@ def token_loss(logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tenso
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"label smoothing must be in [0, 1), got {smoothing}")
     flat = logits.reshape(-1, logits.size(-1))
-    return _TokenCrossEntropy.apply(flat, targets.reshape(-1), float(smoothing))
+    with_grad = torch.is_grad_enabled() and logits.requires_grad
+    return _TokenCrossEntropy.apply(
+        flat, targets.reshape(-1), float(smoothing), with_grad
+    )

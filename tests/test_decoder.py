@@ -10,7 +10,7 @@ from seq2seq.config import AttentionConfig, DecoderConfig, EncoderConfig, ModelC
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import ATTENTIONS
 from seq2seq.model.decoder import Decoder, word_dropout
-from seq2seq.model.gru import StackedGRU, gru_update
+from seq2seq.model.gru import StackedGRU
 from seq2seq.model.seq2seq import build_model
 
 V_SRC, V_TGT = 15, 17
@@ -237,15 +237,6 @@ def test_one_layer_forward_equals_step_loop_with_gradients(attention, style, fee
         loop.square().sum(), model.decoder.rnn.weight_hh_l0
     )
     assert_close(loop_grads[0], grads[0])
-
-
-def test_gru_update_gradient_is_exact():
-    """The hand-written backward of the gate arithmetic against finite differences."""
-    g = torch.Generator().manual_seed(0)
-    gi, gh = (torch.randn(3, 12, generator=g, dtype=torch.float64) for _ in range(2))
-    h = torch.randn(3, 4, generator=g, dtype=torch.float64)
-    inputs = tuple(t.requires_grad_() for t in (gi, gh, h))
-    assert torch.autograd.gradcheck(gru_update, inputs)
 
 
 @pytest.mark.parametrize(("attention", "style", "feeding"), COMBOS)

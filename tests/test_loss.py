@@ -69,3 +69,11 @@ def test_smoothing_outside_unit_interval_is_rejected(smoothing):
     logits, targets = batch(torch.float32)
     with pytest.raises(ValueError, match="label smoothing"):
         token_loss(logits, targets, smoothing)
+
+
+def test_without_gradient_tracking_the_loss_is_the_same():
+    logits, targets = batch(torch.float32)
+    with torch.no_grad():
+        got = token_loss(logits.requires_grad_(), targets, 0.1)
+    assert got.item() == pytest.approx(reference(logits, targets, 0.1).item(), rel=1e-5)
+    assert not got.requires_grad

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from seq2seq.model.precision import cast_like_autocast
@@ -32,41 +31,11 @@ from seq2seq.model.precision import cast_like_autocast
 def gru_update(gi: Tensor, gh: Tensor, h: Tensor) -> Tensor:
     """One GRU update from input gates ``gi`` and hidden gates ``gh`` (both
     ``(B, 3H)``, biases included) and the previous state ``h`` ``(B, H)``."""
-    return _GRUUpdate.apply(gi, gh, h)
-
-
-class _GRUUpdate(torch.autograd.Function):
-    """The gate arithmetic with a hand-written backward. Autograd's own backward of
-    the slices ``gi[:, :2H]``, ``rz[:, H:]``, ... allocates a zero ``(B, 3H)`` tensor
-    per slice and adds them up (6 per step); this one writes ``∂gi`` and ``∂gh``
-    once each:
-
-        a = gi_n + r ⊙ gh_n      ∂a = ∂h' ⊙ (1 - z) ⊙ (1 - n²)
-        ∂z = ∂h' ⊙ (h - n)       ∂r = ∂a ⊙ gh_n        ∂h = ∂h' ⊙ z
-        ∂gi = [∂r ⊙ r(1-r); ∂z ⊙ z(1-z); ∂a]   ∂gh = [same; same; ∂a ⊙ r]
-    """
-
-    @staticmethod
-    def forward(ctx, gi: Tensor, gh: Tensor, h: Tensor) -> Tensor:
-        size = h.size(-1)
-        rz = torch.sigmoid(gi[:, : 2 * size] + gh[:, : 2 * size])  # (B, 2H)
-        gh_n = gh[:, 2 * size :]
-        n = torch.tanh(torch.addcmul(gi[:, 2 * size :], rz[:, :size], gh_n))
-        ctx.save_for_backward(rz, n, gh_n, h)
-        ctx.dtypes = gi.dtype, gh.dtype
-        return torch.addcmul(n, rz[:, size:], h - n)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        rz, n, gh_n, h = ctx.saved_tensors
-        size = h.size(-1)
-        r, z = rz[:, :size], rz[:, size:]
-        d_a = grad * (1 - z) * (1 - n * n)  # through n = tanh(a)
-        d_rz = torch.cat([d_a * gh_n, grad * (h - n)], dim=1) * rz * (1 - rz)
-        d_gi = torch.cat([d_rz, d_a], dim=1)
-        d_gh = torch.cat([d_rz, d_a * r], dim=1)
-        return d_gi.to(ctx.dtypes[0]), d_gh.to(ctx.dtypes[1]), (grad * z).to(h.dtype)
+    size = h.size(-1)
+    rz = torch.sigmoid(gi[:, : 2 * size] + gh[:, : 2 * size])  # (B, 2H)
+    r, z = rz[:, :size], rz[:, size:]
+    n = torch.tanh(torch.addcmul(gi[:, 2 * size :], r, gh[:, 2 * size :]))
+    return torch.addcmul(n, z, h - n)
 
 
 class StackedGRU:
