@@ -1,0 +1,38 @@
+"""Helpers of scripts/bench_compare.py that its figures depend on."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+spec = importlib.util.spec_from_file_location(
+    "bench_compare", REPO_ROOT / "scripts" / "bench_compare.py"
+)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+
+def test_peer_checkpoint_is_the_highest_step_not_the_last_name(tmp_path):
+    for step in (100, 900, 1000):
+        (tmp_path / f"model_step_{step}.pt").touch()
+    assert bench.peer_checkpoint("onmt", tmp_path).name == "model_step_1000.pt"
+    (tmp_path / "model").mkdir()
+    for step in (147, 1000, 99):
+        (tmp_path / "model" / f"{step}.ckpt").touch()
+    (tmp_path / "model" / "latest.ckpt").touch()
+    assert bench.peer_checkpoint("joey", tmp_path).name == "1000.ckpt"
+    assert bench.peer_checkpoint("onmt", tmp_path / "model") is None
+
+
+def test_flops_per_token_counts_the_reference_model():
+    """Decoder only (no source): Bahdanau GRU gates over [e; c] and h, the query
+    projection, the deep output over [s; c; e] and the vocabulary projection."""
+    e, c, h, v = 256, 512, 512, 8004
+    want = 2 * 3 * h * (e + c + h) + 2 * h * h + 2 * h * (h + c + e) + 2 * h * v
+    assert bench.flops_per_token("bahdanau", 0.0, 0.0) == want
+    per_source = 2 * 2 * 3 * 256 * (e + 256) + 2 * c * h  # both directions + keys
+    with_source = bench.flops_per_token("bahdanau", 1.0, 0.0)
+    assert with_source - want == pytest.approx(per_source)
