@@ -5,8 +5,8 @@ V = 8,000) makes several full passes over ~35 MB of float32: the cast of bf16 lo
 the log-softmax it keeps for the backward pass, a zero-filled gradient for the NLL,
 the log-softmax backward and the cast back. That is more than the CPU's caches hold,
 and it was 12 % of a bf16 training step (6 % in fp32). ``token_loss`` computes the
-same loss and its gradient together, in blocks of rows that stay in cache, and keeps
-only the gradient, in the logits' dtype:
+same loss and its gradient together, in blocks of rows that stay in cache (on CPU;
+one block on an accelerator), and keeps only the gradient, in the logits' dtype:
 
     loss_i = (1 - ε) (lse_i - z_{i,y_i}) + ε (lse_i - mean_v z_{i,v})
     ∂loss_i / ∂z_i = softmax(z_i) - (1 - ε) onehot(y_i) - ε / V
@@ -26,7 +26,11 @@ from seq2seq.data.tokenizer import PAD_ID
 BLOCK_BYTES = 2**21  # float32 bytes of one block of rows: 2 MiB stays in L2/L3
 
 
-def _block_rows(vocab: int) -> int:
+def block_rows(rows: int, vocab: int, device: torch.device) -> int:
+    """Rows per block: cache-sized on CPU; on an accelerator one block (all rows),
+    where memory bandwidth is high and every block would cost kernel launches."""
+    if device.type != "cpu":
+        return max(1, rows)
     return max(1, BLOCK_BYTES // (4 * vocab))
 
 
@@ -40,7 +44,7 @@ class _TokenCrossEntropy(torch.autograd.Function):
         ctx, logits: Tensor, targets: Tensor, smoothing: float, with_grad: bool
     ) -> Tensor:
         rows, vocab = logits.shape
-        step = _block_rows(vocab)
+        step = block_rows(rows, vocab, logits.device)
         keep = targets != PAD_ID
         lse = torch.empty(rows, dtype=torch.float32, device=logits.device)
         mean = torch.empty_like(lse) if smoothing else None

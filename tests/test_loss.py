@@ -77,3 +77,8 @@ def test_without_gradient_tracking_the_loss_is_the_same():
         got = token_loss(logits.requires_grad_(), targets, 0.1)
     assert got.item() == pytest.approx(reference(logits, targets, 0.1).item(), rel=1e-5)
     assert not got.requires_grad
+
+
+def test_blocks_are_cache_sized_on_cpu_and_whole_on_an_accelerator():
+    assert loss_module.block_rows(1105, 8004, torch.device("cpu")) == 65  # 2 MiB
+    assert loss_module.block_rows(1105, 8004, torch.device("cuda")) == 1105
