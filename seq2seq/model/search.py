@@ -235,7 +235,7 @@ def beam_search(
 
 
 def _beam_search(
-    model, src, src_lengths, src_mask, k, alpha, max_len_a, max_len_b, n_best, now
+    model, src, src_lengths, src_mask, k, alpha, max_len_a, max_len_b, n_best, stop_best
 ) -> list[list[Hypothesis]]:
     b, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_lengths, src_mask))
@@ -265,7 +265,7 @@ def _beam_search(
         hist.tokens.append(step_tokens)
         hist.parents.append(step_parents)
         hist.weights.append(_scatter_rows((weights.view(n, k, -1),), active, b, 0)[0])
-        if now:  # stop rule "best": the best live hypothesis as it is now
+        if stop_best:  # the best live hypothesis as it is now
             bound = scores.max(dim=1).values / length_penalty(t + 1.0, alpha)
         else:  # "bound": the best finished score any live one could still reach
             lp_max = length_penalty(limits.double(), alpha).clamp(
