@@ -90,24 +90,28 @@ def greedy_search(
     """Argmax decoding of a batch: src ``(B, S)``, src_lengths ``(B,)`` (CPU), src_mask
     ``(B, S)`` → one ``Hypothesis`` per sentence, in batch order."""
     with _eval_mode(model):
-        b = src.size(0)
+        b, device = src.size(0), src.device
         state = model.init_state(model.encode(src, src_lengths, src_mask))
-        limits = max_lengths(src_lengths, max_len_a, max_len_b).to(src.device)
-        prev = torch.full((b,), BOS_ID, dtype=torch.long, device=src.device)
-        done = torch.zeros(b, dtype=torch.bool, device=src.device)
-        scores = torch.zeros(b, device=src.device)
-        lengths = torch.zeros(b, dtype=torch.long, device=src.device)
+        limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)
+        prev = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
+        scores = torch.zeros(b, device=device)
+        lengths = torch.zeros(b, dtype=torch.long, device=device)
+        # Finished sentences leave the decoder's batch, as in beam search: the step
+        # runs only for the ``active`` ones, whose results are scattered back.
+        active = torch.arange(b, device=device)
         tokens, rows = [], []
         for _ in range(int(limits.max())):
             log_probs, state, weights = model.step(prev, state)
-            best, prev = _mask_specials(log_probs).max(dim=-1)  # (B,)
-            scores = torch.where(done, scores, scores + best)
-            lengths = lengths + (~done).long()
-            tokens.append(prev)
-            rows.append(weights.float())
-            done = done | (prev == EOS_ID) | (lengths >= limits)
-            if bool(done.all()):
+            best, prev = _mask_specials(log_probs).max(dim=-1)  # (n,)
+            scores.index_add_(0, active, best.to(scores.dtype))
+            lengths.index_add_(0, active, torch.ones_like(active))
+            tokens.append(_scatter_rows((prev,), active, b, PAD_ID)[0])
+            rows.append(_scatter_rows((weights.float(),), active, b, 0.0)[0])
+            ended = (prev == EOS_ID) | (lengths[active] >= limits[active])
+            if bool(ended.all()):
                 break
+            keep = (~ended).nonzero().squeeze(1)
+            state, prev, active = state.select(keep), prev[keep], active[keep]
         all_tokens = torch.stack(tokens, dim=1).tolist()  # (B, T)
         attention = torch.stack(rows, dim=1).cpu()  # (B, T, S)
         hyps = []
