@@ -4,7 +4,7 @@
 V = 8,000) makes several full passes over ~35 MB of float32: the cast of bf16 logits,
 the log-softmax it keeps for the backward pass, a zero-filled gradient for the NLL,
 the log-softmax backward and the cast back. That is more than the CPU's caches hold,
-and it was 12 % of a bf16 training step (6 % in fp32). ``token_loss`` computes the
+and it was about 12 % of a bf16 training step (5 % in fp32). ``token_loss`` computes the
 same loss and its gradient together, in blocks of rows that stay in cache (on CPU;
 one block on an accelerator), and keeps only the gradient, in the logits' dtype:
 
