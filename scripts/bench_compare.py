@@ -56,6 +56,13 @@ PEERS = Path(os.environ.get("PEERS_HARNESS", "/work/shared/bench/peers"))
 PEERS_ROOT = Path(os.environ.get("PEERS_ROOT", Path.home() / ".cache/seq2seq-peers"))
 DATA = PEERS_ROOT / "data"
 MODEL = {"emb": 256, "enc": 256, "dec": 512, "vocab": 8004}
+MEDIAN_KEYS = (  # over --rounds; the peers have no beam5_best
+    "train_tok_s",
+    "greedy_sent_s",
+    "beam5_sent_s",
+    "beam5_best_sent_s",
+    "peak_rss_mb",
+)
 
 
 def flops_per_token(att: str, src_per_tgt: float, s_mean: float) -> float:
@@ -246,8 +253,10 @@ def target_detokenizer(tok):
         for i in ids:
             if i == EOS_ID:
                 break
-            if i >= 4 or i == UNK_ID:
-                kept.append(i - 4 if i >= 4 else sp.unk_id())
+            if i == UNK_ID:
+                kept.append(sp.unk_id())
+            elif i >= 4:  # PAD and BOS (0, 2) are dropped
+                kept.append(i - 4)
         return sp.decode(kept)
 
     return detok
@@ -546,8 +555,8 @@ def main() -> None:
     results = {}
     for name, rs in runs.items():  # medians over rounds
         results[name] = dict(rs[0])
-        for key in ("train_tok_s", "greedy_sent_s", "beam5_sent_s", "peak_rss_mb"):
-            vals = [r[key] for r in rs if r[key] is not None]
+        for key in MEDIAN_KEYS:
+            vals = [r[key] for r in rs if r.get(key) is not None]
             results[name][key] = statistics.median(vals) if vals else None
     shapes = [(1000, 512, 8004), (64, 512, 1536), (1000, 256, 768), (64, 512, 512)]
     rates = {}

@@ -18,7 +18,7 @@ from seq2seq.config import DecodeConfig, TrainConfig
 from seq2seq.data.corpus import load_corpus
 from seq2seq.data.prepare import EncodedSplit
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.model.search import STOP_RULES
+from seq2seq.model.search import check_stop_rule
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,7 @@ def decode_settings(
         cfg.length_penalty = length_penalty
     if stop is not None:
         cfg.stop = stop
-    if cfg.stop not in STOP_RULES:
-        raise ValueError(f"decode.stop must be one of {STOP_RULES}, got {cfg.stop!r}")
+    check_stop_rule(cfg.stop)
     return cfg
 
 

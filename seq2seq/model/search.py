@@ -38,6 +38,12 @@ NEG_INF = float("-inf")
 STOP_RULES = ("bound", "best")
 
 
+def check_stop_rule(stop: str) -> None:
+    """Raise on a beam-search stop rule that is not one of ``STOP_RULES``."""
+    if stop not in STOP_RULES:
+        raise ValueError(f"decode.stop must be one of {STOP_RULES}, got {stop!r}")
+
+
 @dataclass
 class Hypothesis:
     """tokens (ending with EOS when finished); score (beam: length-penalised
@@ -221,8 +227,7 @@ def beam_search(
     ``STOP_RULES``."""
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best={n_best} <= beam_size={beam_size}")
-    if stop not in STOP_RULES:
-        raise ValueError(f"decode.stop must be one of {STOP_RULES}, got {stop!r}")
+    check_stop_rule(stop)
     with _eval_mode(model):
         return _beam_search(
             model,
