@@ -5,11 +5,18 @@ after a warm-up, then times one full validation (loss + greedy decoding + BLEU).
 
     python scripts/bench_train.py --steps 150 --threads 2
     python scripts/bench_train.py --attention luong_general --no-input-feeding
+    python scripts/bench_train.py --compare-compile --batch-tokens 1152
+
+``--compare-compile`` times ``trainer.compile`` instead: the same batches train with
+the eager and the compiled step loop, alternating in random order in one process (so
+the machine's drift hits both alike), and it prints the paired speed-up.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import random
 import resource
 import statistics
 import sys
@@ -25,7 +32,11 @@ sys.path.insert(0, str(ROOT))
 from seq2seq.config import register_configs  # noqa: E402
 from seq2seq.data.prepare import prepare_data, resolve_cache_root  # noqa: E402
 from seq2seq.paths import CONFIG_DIR  # noqa: E402
-from seq2seq.runtime import seed_everything, select_device  # noqa: E402
+from seq2seq.runtime import (  # noqa: E402
+    check_compile_toolchain,
+    seed_everything,
+    select_device,
+)
 from seq2seq.train import Trainer  # noqa: E402
 from seq2seq.validation import validate  # noqa: E402
 
@@ -41,6 +52,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--attention", default="bahdanau")
     p.add_argument("--no-input-feeding", action="store_true")
     p.add_argument("--batch-tokens", type=int, default=4096)
+    p.add_argument(
+        "--compare-compile",
+        action="store_true",
+        help="time the eager against the compiled step loop (trainer.compile)",
+    )
+    p.add_argument("--batches", type=int, default=8, help="--compare-compile batches")
+    p.add_argument("--rounds", type=int, default=3, help="--compare-compile rounds")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides")
     return p.parse_args()
 
@@ -95,10 +113,52 @@ def timed_windows(trainer: Trainer, args) -> list[float]:
     return rates
 
 
+def compare_compile(trainer: Trainer, args) -> None:
+    """Eager vs compiled step loop: every batch trains once with each, in random
+    order; prints tokens/s medians and the median paired speed-up."""
+    check_compile_toolchain(trainer.device)
+    decoder = trainer.model.decoder
+    if not decoder.has_step_loop:
+        raise SystemExit("this decoder has no step loop: nothing to compile")
+    sync = torch.cuda.synchronize if trainer.device.type == "cuda" else lambda: None
+    groups = list(itertools.islice(trainer._micro_batches(), args.batches))
+
+    def timed(compiled: bool, group) -> tuple[int, float]:
+        decoder.compile_loop = compiled
+        sync()
+        start = time.perf_counter()
+        stats = trainer.train_step(group)
+        sync()
+        return (stats or {"tokens": 0})["tokens"], time.perf_counter() - start
+
+    first = timed(True, groups[0])[1]  # includes the compilation
+    for group in groups[:3]:  # warm-up: caches, any second graph (strides, grad mode)
+        timed(False, group), timed(True, group)
+    times: dict[bool, list[tuple[int, float]]] = {False: [], True: []}
+    rng = random.Random(0)
+    for _ in range(args.rounds):
+        for group in groups:
+            for compiled in rng.sample([False, True], 2):
+                times[compiled].append(timed(compiled, group))
+    rate = {k: statistics.median(n / t for n, t in v) for k, v in times.items()}
+    ratios = [e[1] / c[1] for e, c in zip(times[False], times[True], strict=True)]
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    print(
+        f"{trainer.device} ({args.threads} threads) {args.attention} "
+        f"precision={trainer.cfg.trainer.precision} batch_tokens={args.batch_tokens}: "
+        f"first compiled step {first:.1f} s; eager {rate[False]:,.0f} tok/s, "
+        f"compiled {rate[True]:,.0f} tok/s; paired speed-up "
+        f"x{statistics.median(ratios):.3f} (IQR {q1:.3f}-{q3:.3f}, n={len(ratios)})"
+    )
+
+
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     trainer = build_trainer(args)
+    if args.compare_compile:
+        compare_compile(trainer, args)
+        return
     rates = timed_windows(trainer, args)
     t0 = time.perf_counter()
     metrics = validate(

@@ -6,7 +6,9 @@ import contextlib
 import logging
 import os
 import random
+import shutil
 import signal
+from importlib.util import find_spec
 
 import numpy as np
 import torch
@@ -35,6 +37,28 @@ def cpu_has_native_bf16() -> bool:
     the project's machine has AVX512-BF16)."""
     checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
     return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
+def check_compile_toolchain(device: torch.device) -> None:
+    """Fail at start, with the fix, where torch.compile could not build kernels.
+
+    Its default backend (inductor) writes C++ kernels on CPU, which needs a C++
+    compiler, and Triton kernels on CUDA; without them the first training step would
+    fail deep inside torch."""
+    if device.type == "cuda":
+        if find_spec("triton") is None:
+            raise RuntimeError(
+                "trainer.compile=true on CUDA needs Triton (pip install triton); "
+                "or set trainer.compile=false"
+            )
+        return
+    compilers = ("g++", "c++", "clang++", "cl")
+    if not (os.environ.get("CXX") or any(shutil.which(c) for c in compilers)):
+        raise RuntimeError(
+            "trainer.compile=true on CPU needs a C++ compiler (torch.compile builds "
+            "C++ kernels): install g++ or clang++, or set CXX, or set "
+            "trainer.compile=false"
+        )
 
 
 def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:

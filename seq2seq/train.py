@@ -34,7 +34,12 @@ from seq2seq.inference import decode_settings
 from seq2seq.loss import token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 from seq2seq.optim import build_optimizer, build_scheduler, teacher_forcing_ratio
-from seq2seq.runtime import StopRequested, autocast, resolve_precision
+from seq2seq.runtime import (
+    StopRequested,
+    autocast,
+    check_compile_toolchain,
+    resolve_precision,
+)
 from seq2seq.tracking import ThroughputMeter, Tracker, progress_bar
 from seq2seq.validation import validate
 
@@ -84,6 +89,8 @@ class Trainer:
         self.model: Seq2Seq = build_model(
             cfg.model, tok.src_vocab_size, tok.tgt_vocab_size
         ).to(device)
+        if self.tcfg.compile:
+            self._compile_step_loop()
         # The module that trains: the model itself, or its DDP wrapper under torchrun.
         self.train_model: torch.nn.Module = self.model
         if self.dist.enabled:
@@ -157,6 +164,19 @@ class Trainer:
             "best_metric": self.progress.best_metric,
             "versions": library_versions(),
         }
+
+    def _compile_step_loop(self) -> None:
+        """``trainer.compile``: the decoder's step loop body goes through
+        torch.compile (compiled at the first step, once for all batch shapes)."""
+        check_compile_toolchain(self.device)
+        decoder = self.model.decoder
+        if not decoder.has_step_loop:
+            log.info(
+                "trainer.compile: this decoder has no step loop; nothing to compile"
+            )
+            return
+        decoder.compile_loop = True
+        log.info("trainer.compile: the decoder's step loop compiles at the first step")
 
     def save(self, name: str) -> Path:
         """Write a checkpoint (rank 0 only; the other ranks just name the path)."""

@@ -11,6 +11,8 @@ Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding si
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -48,6 +50,21 @@ class DecoderOutput(NamedTuple):
     logits: Tensor
     attention: Tensor
     head_attention: Tensor | None
+
+
+_COMPILED: dict[Callable, Callable] = {}
+
+
+def compiled(fn: Callable) -> Callable:
+    """``torch.compile`` of ``fn`` with dynamic shapes, made once per process.
+
+    The batch size and the source length change from batch to batch (token
+    buckets): dynamic shapes let one graph serve them all instead of recompiling
+    per shape. Compiling the plain function, not a bound method, keeps the module
+    free of compiled state (it copies, pickles and saves as usual)."""
+    if fn not in _COMPILED:
+        _COMPILED[fn] = torch.compile(fn, dynamic=True)
+    return _COMPILED[fn]
 
 
 def word_dropout(tokens: Tensor, p: float, training: bool) -> Tensor:
@@ -98,11 +115,16 @@ def _stack(outs: list[AttentionOutput]) -> tuple[Tensor, Tensor | None]:
 class Decoder(nn.Module):
     """Shared parts of both styles: embeddings, GRU, attention, output layer.
 
-    Subclasses define ``_rnn_input_size``, ``_feature_layer`` and ``_step_features``.
+    Subclasses define ``_rnn_input_size``, ``_feature_layer`` and ``_step_features``;
+    those with a teacher-forced step loop define its body as ``_recur``.
     """
 
     style: str
     supports_feeding: bool = False
+    # Run the step loop's body through torch.compile (``trainer.compile``): it fuses
+    # the element-wise work of a step (GRU gates, additive scores, softmax) into few
+    # kernels, which matters most where each kernel launch costs (CUDA).
+    compile_loop: bool = False
 
     def __init__(
         self,
@@ -163,6 +185,17 @@ class Decoder(nn.Module):
         )
         feed = hidden.new_zeros(hidden.size(0), self.feed_size)
         return DecoderState(hidden.transpose(0, 1).contiguous(), feed, keys)
+
+    @property
+    def has_step_loop(self) -> bool:
+        """Whether teacher forcing steps through time (``_recur``) at all."""
+        return True
+
+    def _loop_body(self) -> Callable:
+        """``self._recur``, compiled when ``compile_loop`` is set."""
+        if not self.compile_loop:
+            return self._recur
+        return partial(compiled(type(self)._recur), self)
 
     def embed(self, tokens: Tensor) -> Tensor:
         """tokens ``(B, ...)`` → dropped-out embeddings ``(B, ..., E)``."""
@@ -265,9 +298,10 @@ class BahdanauDecoder(Decoder):
         gru = StackedGRU(self.rnn, emb.size(-1), self.training)
         gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H), all steps at once
         hidden = list(state.hidden.unbind(0))
+        recur = self._loop_body()
         tops, contexts, outs = [], [], []
         for gi_emb in gates.unbind(0):
-            hidden, att = self._recur(gru, gi_emb, hidden, state.keys)
+            hidden, att = recur(gru, gi_emb, hidden, state.keys)
             tops.append(hidden[-1])
             contexts.append(att.context)
             outs.append(att)
@@ -293,6 +327,10 @@ class LuongDecoder(Decoder):
     def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
         return nn.Linear(context_size + self.hidden_size, self.hidden_size)  # W_c
 
+    @property
+    def has_step_loop(self) -> bool:
+        return self.input_feeding  # without feeding: one GRU call over all steps
+
     def _split_feature(self) -> tuple[Tensor, Tensor]:
         """W_c ``(H, C + H)`` over [c; h] as its h and c parts ``(H, H)``, ``(C, H)``,
         cast once for the step loop under autocast."""
@@ -309,6 +347,21 @@ class LuongDecoder(Decoder):
         if att.context.size(-1):
             pre = torch.addmm(pre, att.context, w_c)
         return torch.tanh(pre), att
+
+    def _recur(
+        self,
+        gru: StackedGRU,
+        gi_emb: Tensor,
+        hidden: list[Tensor],
+        feed: Tensor,
+        keys: Keys,
+        weights: tuple[Tensor, Tensor],
+    ) -> tuple[list[Tensor], Tensor, AttentionOutput]:
+        """The recurrent part of a step with input feeding: update the GRU with
+        h̃_{t-1}, attend with h_t; ``weights`` from ``_split_feature``."""
+        hidden = gru.step(gi_emb, feed, hidden)
+        feed, att = self._attentional(hidden[-1], keys, *weights)
+        return hidden, feed, att
 
     def _step_features(
         self, emb: Tensor, state: DecoderState
@@ -337,11 +390,11 @@ class LuongDecoder(Decoder):
         gru = StackedGRU(self.rnn, emb.size(-1), self.training)
         gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H)
         hidden, feed = list(state.hidden.unbind(0)), state.feed
-        w_h, w_c = self._split_feature()
+        weights = self._split_feature()
+        recur = self._loop_body()
         feats, outs = [], []
         for gi_emb in gates.unbind(0):
-            hidden = gru.step(gi_emb, feed, hidden)
-            feed, att = self._attentional(hidden[-1], state.keys, w_h, w_c)
+            hidden, feed, att = recur(gru, gi_emb, hidden, feed, state.keys, weights)
             feats.append(feed)
             outs.append(att)
         return (torch.stack(feats, dim=1), *_stack(outs))
