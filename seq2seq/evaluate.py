@@ -38,8 +38,15 @@ def split_loss(model, split: EncodedSplit, batch_tokens: int, device, amp_dtype=
     for batch in make_loader(split, batch_tokens=batch_tokens, shuffle=False, seed=0):
         batch = batch.to(device, non_blocking=True)
         with autocast(device, amp_dtype):
-            out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
-        total += token_loss(out.logits, batch.tgt_out)
+            out = model(
+                batch.src,
+                batch.src_lengths,
+                batch.src_mask,
+                batch.tgt_in,
+                rows=batch.tgt_rows,
+            )
+        targets = batch.tgt_out.view(-1).index_select(0, batch.tgt_rows)
+        total += token_loss(out.logits, targets)
         tokens += batch.n_tokens
     return float(total) / max(tokens, 1)
 

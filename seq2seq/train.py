@@ -242,8 +242,10 @@ class Trainer:
                     batch.src_mask,
                     batch.tgt_in,
                     sampling_ratio=1.0 - ratio,
+                    rows=batch.tgt_rows,  # logits for the non-pad targets only
                 )
-                loss = token_loss(out.logits, batch.tgt_out, self.tcfg.label_smoothing)
+                targets = batch.tgt_out.view(-1).index_select(0, batch.tgt_rows)
+                loss = token_loss(out.logits, targets, self.tcfg.label_smoothing)
                 objective = loss
                 if gold is not None:  # logged losses stay the translation loss
                     guide = guided_alignment_loss(out.attention, gold)

@@ -8,6 +8,7 @@ from torch.testing import assert_close
 
 from seq2seq.config import AttentionConfig, DecoderConfig, EncoderConfig, ModelConfig
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
+from seq2seq.loss import token_loss
 from seq2seq.model.attention import ATTENTIONS
 from seq2seq.model.decoder import Decoder, word_dropout
 from seq2seq.model.gru import StackedGRU
@@ -256,3 +257,33 @@ def test_bf16_autocast_gradients_reach_fp32_weights(attention, style, feeding):
         assert low.dtype == torch.float32
         cos = F.cosine_similarity(low.flatten(), full.flatten(), dim=0)
         assert cos > 0.99 or full.norm() < 1e-6, name_p.shape
+
+
+@pytest.mark.parametrize("sampling", [0.0, 0.5])
+@pytest.mark.parametrize(("attention", "style", "feeding"), COMBOS[::3])
+def test_logits_for_the_target_rows_only(attention, style, feeding, sampling):
+    """``rows`` (``Batch.tgt_rows``) skips the padding in the output layer: the
+    logits of those rows, the loss and every gradient equal the padded path's."""
+    model = _model(tiny_config(attention, style, feeding))
+    src, lengths, mask, tgt_in = tiny_batch()
+    tgt_out = torch.randint(4, V_TGT, tgt_in.shape)
+    tgt_out[1, 2:] = PAD_ID
+    tgt_out[2, 1:] = PAD_ID
+    rows = (tgt_out != PAD_ID).view(-1).nonzero().squeeze(1)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def run(use_rows: bool):
+        torch.manual_seed(3)  # the same scheduled-sampling draws for both
+        out = model(src, lengths, mask, tgt_in, sampling, rows if use_rows else None)
+        targets = tgt_out.view(-1)[rows] if use_rows else tgt_out
+        loss = token_loss(out.logits, targets, 0.1)
+        return out, loss, torch.autograd.grad(loss, params)
+
+    full, full_loss, full_grads = run(False)
+    part, part_loss, part_grads = run(True)
+    assert part.logits.shape == (len(rows), V_TGT)
+    assert_close(part.logits, full.logits.flatten(0, 1)[rows])
+    assert_close(part.attention, full.attention)
+    assert_close(part_loss, full_loss)
+    for g, r in zip(part_grads, full_grads, strict=True):
+        assert_close(g, r)

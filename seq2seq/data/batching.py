@@ -50,6 +50,10 @@ class Batch:
     tgt_out: Tensor  # (B, T) long, pieces + EOS, PAD_ID padded
     ids: Tensor  # (B,) long, example indices in the split
     n_tokens: int  # non-pad target tokens (len(pieces) + 1 summed)
+    # (n_tokens,) long, flat indices ``row * T + step`` of the non-pad targets: the
+    # only positions whose logits the loss needs (found here, on the host, so the
+    # training step needs no device sync to skip the padding)
+    tgt_rows: Tensor
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         """Move every tensor but ``src_lengths`` (which stays on CPU) to ``device``."""
@@ -65,6 +69,7 @@ class Batch:
             tgt_out=move(self.tgt_out),
             ids=move(self.ids),
             n_tokens=self.n_tokens,
+            tgt_rows=move(self.tgt_rows),
         )
 
     def pin_memory(self) -> Batch:
@@ -76,6 +81,7 @@ class Batch:
             tgt_out=self.tgt_out.pin_memory(),
             ids=self.ids.pin_memory(),
             n_tokens=self.n_tokens,
+            tgt_rows=self.tgt_rows.pin_memory(),
         )
 
 
@@ -101,6 +107,7 @@ def collate(examples: Sequence[tuple[int, Sequence[int], Sequence[int]]]) -> Bat
         tgt_out=tgt_out,
         ids=torch.tensor([i for i, _, _ in examples], dtype=torch.long),
         n_tokens=sum(tgt_len),
+        tgt_rows=(tgt_out != PAD_ID).view(-1).nonzero().squeeze(1),
     )
 
 

@@ -44,8 +44,9 @@ class DecoderState(NamedTuple):
 
 
 class DecoderOutput(NamedTuple):
-    """logits ``(B, T, V)``; attention ``(B, T, S)``; head_attention
-    ``(B, heads, T, S)`` for multi-head attention, else None."""
+    """logits ``(B, T, V)``, or ``(N, V)`` for the ``rows`` asked for; attention
+    ``(B, T, S)``; head_attention ``(B, heads, T, S)`` for multi-head attention, else
+    None."""
 
     logits: Tensor
     attention: Tensor
@@ -214,16 +215,28 @@ class Decoder(nn.Module):
         return (torch.stack(feats, dim=1), *_stack(outs))
 
     def forward(
-        self, tgt_in: Tensor, state: DecoderState, sampling_ratio: float = 0.0
+        self,
+        tgt_in: Tensor,
+        state: DecoderState,
+        sampling_ratio: float = 0.0,
+        rows: Tensor | None = None,
     ) -> DecoderOutput:
         """Teacher forcing: tgt_in ``(B, T)`` (BOS + pieces) → ``DecoderOutput``.
 
-        With ``sampling_ratio > 0`` (scheduled sampling) each (sentence, step) input is
+        ``rows`` ``(N,)`` (flat indices ``b * T + t``, e.g. ``Batch.tgt_rows``) limits
+        the output layer to those positions: the padding's share of the largest
+        matmul (features × vocabulary) and of the loss is skipped. With
+        ``sampling_ratio > 0`` (scheduled sampling) each (sentence, step) input is
         replaced by the previous step's argmax prediction with that probability."""
         tokens = word_dropout(tgt_in, self.word_dropout, self.training)
         if sampling_ratio > 0.0:
-            return self._forward_sampled(tokens, state, sampling_ratio)
+            out = self._forward_sampled(tokens, state, sampling_ratio)
+            if rows is None:
+                return out
+            return out._replace(logits=out.logits.flatten(0, 1).index_select(0, rows))
         feats, weights, heads = self.features(self.embed(tokens), state)
+        if rows is not None:
+            feats = feats.flatten(0, 1).index_select(0, rows)  # (N, H)
         return DecoderOutput(self.output(feats), weights, heads)
 
     def _forward_sampled(

@@ -17,7 +17,8 @@ from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
 
 
 class ModelOutput(NamedTuple):
-    """logits ``(B, T, V)``; attention ``(B, T, S)`` (mean over heads for multi-head,
+    """logits ``(B, T, V)`` (``(N, V)`` given ``rows``); attention ``(B, T, S)`` (mean
+    over heads for multi-head,
     zeros without attention); head_attention ``(B, heads, T, S)`` or None."""
 
     logits: Tensor
@@ -61,12 +62,14 @@ class Seq2Seq(nn.Module):
         src_mask: Tensor,
         tgt_in: Tensor,
         sampling_ratio: float = 0.0,
+        rows: Tensor | None = None,
     ) -> ModelOutput:
         """Teacher forcing over tgt_in ``(B, T)`` → ``ModelOutput``. With
         ``sampling_ratio`` p > 0, each (sentence, step) input is the previous
-        prediction with probability p (scheduled sampling)."""
+        prediction with probability p (scheduled sampling). ``rows`` (flat target
+        positions, ``Batch.tgt_rows``): logits ``(N, V)`` for those positions only."""
         state = self.init_state(self.encode(src, src_lengths, src_mask))
-        return ModelOutput(*self.decoder(tgt_in, state, sampling_ratio))
+        return ModelOutput(*self.decoder(tgt_in, state, sampling_ratio, rows))
 
 
 def _check(ok: bool, message: str) -> None:
