@@ -163,7 +163,9 @@ def worker(args) -> dict:
     model = build_model(cfg, MODEL["vocab"], MODEL["vocab"])
     adam = {"name": "adam", "lr": 1e-3, "betas": [0.9, 0.999], "weight_decay": 0.0}
     opt = build_optimizer(OmegaConf.create(adam), model)  # the trainer's (fused) Adam
-    loader = make_loader(train, args.batch_tokens, shuffle=True, seed=42)
+    loader = make_loader(
+        train, args.batch_tokens, shuffle=True, seed=42, sort_by="target"
+    )
     rates, sents, tokens, start, step = [], [], 0, 0.0, 0
     model.train()
     while len(rates) * args.window < args.steps:

@@ -35,7 +35,8 @@ def split_loss(model, split: EncodedSplit, batch_tokens: int, device, amp_dtype=
     """Mean per-token cross-entropy (no smoothing) of a split under teacher forcing."""
     model.eval()
     total, tokens = torch.zeros((), device=device), 0
-    for batch in make_loader(split, batch_tokens=batch_tokens, shuffle=False, seed=0):
+    batches = make_loader(split, batch_tokens, shuffle=False, seed=0, sort_by="target")
+    for batch in batches:
         batch = batch.to(device, non_blocking=True)
         with autocast(device, amp_dtype):
             out = model(

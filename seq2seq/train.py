@@ -119,6 +119,7 @@ class Trainer:
             num_replicas=self.dist.world_size,
             rank=self.dist.rank,
             pin_memory=device.type == "cuda",
+            sort_by="target",  # target padding runs through the step loop
         )
         self.sampler = self.loader.batch_sampler
         self.gold = self._gold_attention()

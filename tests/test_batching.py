@@ -51,6 +51,25 @@ def test_budget_never_exceeded_and_every_example_once():
         assert len(batches) == len(sampler)
 
 
+def _padding(batches, lengths_):
+    real = sum(lengths_[i] + 1 for b in batches for i in b)
+    return 1 - real / sum(len(b) * (max(lengths_[i] for i in b) + 1) for b in batches)
+
+
+def test_sort_by_target_pads_the_targets_least():
+    """Training sorts by target length: the decoder's step loop runs each batch to
+    its longest target, the packed encoder does not pay for source padding."""
+    src, tgt = lengths()
+    by_src = list(TokenBucketSampler(src, tgt, 200, seed=1))
+    by_tgt = list(TokenBucketSampler(src, tgt, 200, seed=1, sort_by="target"))
+    assert sorted(i for b in by_tgt for i in b) == list(range(len(src)))
+    assert all(padded_size(b, src, tgt) <= 200 for b in by_tgt)
+    assert _padding(by_tgt, tgt) < 0.02 < _padding(by_src, tgt)
+    assert _padding(by_src, src) < 0.02 < _padding(by_tgt, src)
+    with pytest.raises(ValueError, match="sort_by must be one of"):
+        TokenBucketSampler(src, tgt, 200, sort_by="length")
+
+
 def test_same_seed_same_batches_and_epochs_differ():
     src, tgt = lengths()
     first = list(TokenBucketSampler(src, tgt, 200, seed=5))

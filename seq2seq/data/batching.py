@@ -2,11 +2,15 @@
 sampler.
 
 Bucketing: each epoch the examples are shuffled with a generator seeded by ``seed +
-epoch``, then stably sorted by ``(source length, target length)``, so equal lengths come
-in a fresh random order. The sorted list is cut greedily into batches whose padded size
-``len(batch) * max(max_src + 1, max_tgt + 1)`` stays within ``batch_tokens`` (+1 for
-EOS/BOS), and the order of the batches is shuffled. With a global sort the padding stays
-a few percent.
+epoch``, then stably sorted by ``(target length, source length)`` (``sort_by="target"``,
+for training) or ``(source length, target length)`` (``"source"``, for decoding), so
+equal lengths come in a fresh random order. Training sorts by the target: the
+decoder's step loop runs every row of a batch to its longest target, while the encoder
+runs packed, so target padding costs far more than source padding (on the Multi30k
+pieces at 1,152 tokens a batch: 0.1 % target and 4.7 % source padding, against 5.3 %
+and 0.1 % sorted by the source). The sorted list is cut greedily into batches whose
+padded size ``len(batch) * max(max_src + 1, max_tgt + 1)`` stays within
+``batch_tokens`` (+1 for EOS/BOS), and the order of the batches is shuffled.
 
 Sharding (DDP): batch ``k`` goes to rank ``k % num_replicas``. When the batch count does
 not divide evenly, the largest batches are split in two until it does, so every rank
@@ -119,6 +123,9 @@ def padded_size(
     return len(batch) * longest
 
 
+SORT_KEYS = ("source", "target")
+
+
 class TokenBucketSampler(Sampler[list[int]]):
     """Yields lists of example indices whose padded size stays within ``batch_tokens``.
 
@@ -134,7 +141,10 @@ class TokenBucketSampler(Sampler[list[int]]):
         seed: int = 0,
         num_replicas: int = 1,
         rank: int = 0,
+        sort_by: str = "source",
     ) -> None:
+        if sort_by not in SORT_KEYS:
+            raise ValueError(f"sort_by must be one of {SORT_KEYS}, got {sort_by!r}")
         if len(src_lengths) != len(tgt_lengths):
             raise ValueError(
                 f"{len(src_lengths)} source but {len(tgt_lengths)} target lengths"
@@ -148,6 +158,7 @@ class TokenBucketSampler(Sampler[list[int]]):
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
+        self.sort_by = sort_by
         self.epoch = 0
         self.position = 0  # batches of this rank already yielded in ``epoch``
         self._memo: tuple[tuple[int, int, bool], list[list[int]]] | None = None
@@ -188,7 +199,10 @@ class TokenBucketSampler(Sampler[list[int]]):
             if generator
             else list(range(n))
         )
-        return sorted(order, key=lambda i: (self.src_lengths[i], self.tgt_lengths[i]))
+        first, second = self.src_lengths, self.tgt_lengths
+        if self.sort_by == "target":
+            first, second = second, first
+        return sorted(order, key=lambda i: (first[i], second[i]))
 
     def _chunk(self, order: list[int]) -> list[list[int]]:
         batches: list[list[int]] = []
@@ -268,8 +282,10 @@ def make_loader(
     num_replicas: int = 1,
     rank: int = 0,
     pin_memory: bool = False,
+    sort_by: str = "source",
 ) -> DataLoader:
-    """A ``DataLoader`` of ``Batch``; its sampler is ``loader.batch_sampler``."""
+    """A ``DataLoader`` of ``Batch``; its sampler is ``loader.batch_sampler``;
+    ``sort_by="target"`` for teacher forcing, ``"source"`` for decoding."""
     sampler = TokenBucketSampler(
         [len(s) for s in split.src_ids],
         [len(t) for t in split.tgt_ids],
@@ -278,6 +294,7 @@ def make_loader(
         seed=seed,
         num_replicas=num_replicas,
         rank=rank,
+        sort_by=sort_by,
     )
     examples = list(
         zip(range(len(split.src_ids)), split.src_ids, split.tgt_ids, strict=True)

@@ -269,6 +269,7 @@ def prepare_data(data_cfg: Any, tokenizer_cfg: Any, cache_root: Path) -> Prepare
         [len(x) for x in train.tgt_ids],
         data_cfg.batch_tokens,
         shuffle=False,
+        sort_by="target",  # as the trainer batches
     )
     stats = {
         **stats,
