@@ -171,8 +171,15 @@ def worker(args) -> dict:
     while len(rates) * args.window < args.steps:
         for batch in loader:
             with autocast(torch.device("cpu"), amp):
-                out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
-                loss = token_loss(out.logits, batch.tgt_out, 0.0)
+                out = model(  # as the trainer: logits at the non-pad targets only
+                    batch.src,
+                    batch.src_lengths,
+                    batch.src_mask,
+                    batch.tgt_in,
+                    rows=batch.tgt_rows,
+                )
+                targets = batch.tgt_out.view(-1).index_select(0, batch.tgt_rows)
+                loss = token_loss(out.logits, targets, 0.0)
             (loss / batch.n_tokens).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()
