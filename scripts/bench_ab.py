@@ -1,0 +1,155 @@
+"""One training-step change, before against after, in one process.
+
+Fresh processes one after another cannot show a 2-5 % change on this shared machine:
+its speed drifts by more than that. Here both variants train the reference model of
+``bench_compare.py`` (the same model and optimizer, on the harness's pieces) on the
+same batches, in random order within each pair, so the drift hits both alike. It
+prints each variant's tokens/s (median over rounds) and the median over rounds of
+the ratio of their total times (before / after: > 1 means the change is faster).
+The total time, not a per-batch median, because a change may pay on a few batches
+only (padding sits in a few batches).
+
+Changes (``before`` → ``after``, as in the code now):
+- ``rows``: the output layer and the loss at every (B, T) position → at the non-pad
+  targets only (``Batch.tgt_rows``);
+- ``keys``: the additive attention's keys ``U h_j`` projected at every decoder step →
+  once per batch (DESIGN rule 1);
+- ``sort``: batches bucketed by source length → by target length (the samplers give
+  different batches, paired by position, so this one is noisier).
+
+    python scripts/bench_ab.py rows --precision fp32 --batch-tokens 2048 --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_compare import MODEL, load_split
+from omegaconf import OmegaConf
+
+from seq2seq.config import ModelConfig
+from seq2seq.data.batching import Batch, make_loader
+from seq2seq.loss import token_loss
+from seq2seq.model import attention
+from seq2seq.model.seq2seq import build_model
+from seq2seq.optim import build_optimizer
+from seq2seq.runtime import autocast, resolve_precision
+
+CHANGES = ("rows", "keys", "sort")
+
+
+@contextlib.contextmanager
+def keys_per_step() -> Iterator[None]:
+    """The additive attention as it would be without ``prepare``: keys projected in
+    ``score``, at every step (same values)."""
+    cls = attention.AdditiveAttention
+    prepare, score = cls.prepare, cls.score
+
+    def raw_prepare(self, memory, mask):
+        return attention.Keys(memory, memory, mask)
+
+    def step_score(self, query, keys):
+        k = self.key_proj(keys.keys)  # U h_j + b, again at every step
+        q = self.query_proj(query)
+        return self.v(torch.tanh(q.unsqueeze(2) + k.unsqueeze(1))).squeeze(-1)
+
+    cls.prepare, cls.score = raw_prepare, step_score
+    try:
+        yield
+    finally:
+        cls.prepare, cls.score = prepare, score
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("change", choices=CHANGES)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--batch-tokens", type=int, default=1152)
+    p.add_argument("--batches", type=int, default=8, help="batches (pairs) a round")
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--threads", type=int, default=2)
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(42)
+    amp = resolve_precision(args.precision, torch.device("cpu"))
+    train = load_split("train", None)
+    cfg = ModelConfig()
+    cfg.encoder.layers = 1  # the peers' reference model, as in bench_compare
+    model = build_model(cfg, MODEL["vocab"], MODEL["vocab"]).train()
+    adam = {"name": "adam", "lr": 1e-3, "betas": [0.9, 0.999], "weight_decay": 0.0}
+    opt = build_optimizer(OmegaConf.create(adam), model)
+
+    def step(batch: Batch, after: bool) -> float:
+        rows = batch.tgt_rows if after or args.change != "rows" else None
+        keys = keys_per_step() if args.change == "keys" and not after else None
+        start = time.perf_counter()
+        with keys or contextlib.nullcontext(), autocast(torch.device("cpu"), amp):
+            out = model(
+                batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, rows=rows
+            )
+            targets = batch.tgt_out if rows is None else batch.tgt_out.view(-1)[rows]
+            loss = token_loss(out.logits, targets, 0.1)
+        (loss / batch.n_tokens).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return time.perf_counter() - start
+
+    def batches(sort_by: str, seed: int) -> list[Batch]:
+        loader = make_loader(
+            train, args.batch_tokens, shuffle=True, seed=seed, sort_by=sort_by
+        )
+        it = iter(loader)
+        return [next(it) for _ in range(args.batches)]
+
+    rng = random.Random(0)
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    ratios = []
+    for r in range(args.rounds):
+        after_batches = batches("target", 100 + r)
+        before_batches = after_batches
+        if args.change == "sort":
+            before_batches = batches("source", 100 + r)
+        if r == 0:  # warm-up: allocator, oneDNN kernels
+            for after, batch in ((False, before_batches[0]), (True, after_batches[0])):
+                step(batch, after)
+        time_s = {False: 0.0, True: 0.0}
+        tokens = {False: 0, True: 0}
+        for pair in zip(before_batches, after_batches, strict=True):
+            for after in rng.sample([False, True], 2):
+                time_s[after] += step(pair[after], after)
+                tokens[after] += pair[after].n_tokens
+        for after in (False, True):
+            rates[after].append(tokens[after] / time_s[after])
+        ratio = (time_s[False] / tokens[False]) / (time_s[True] / tokens[True])
+        ratios.append(ratio)
+        print(f"round {r}: before / after x{ratio:.3f}", flush=True)
+    print(
+        f"{args.change} ({args.precision}, {args.batch_tokens}-token batches, "
+        f"{args.threads} threads, {args.rounds} rounds of {args.batches} pairs): "
+        f"before {statistics.median(rates[False]):,.0f} tok/s, after "
+        f"{statistics.median(rates[True]):,.0f} tok/s; speed-up x"
+        f"{statistics.median(ratios):.3f} (rounds "
+        + " / ".join(f"{x:.3f}" for x in ratios)
+        + ")"
+    )
+
+
+if __name__ == "__main__":
+    main()
