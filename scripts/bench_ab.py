@@ -11,7 +11,8 @@ only (padding sits in a few batches).
 
 Changes (``before`` → ``after``, as in the code now):
 - ``rows``: the output layer and the loss at every (B, T) position → at the non-pad
-  targets only (``Batch.tgt_rows``);
+  targets only (``Batch.tgt_rows``); on source-sorted batches, where it was made: the
+  target-sorted batches of training now leave almost no padding to skip;
 - ``keys``: the additive attention's keys ``U h_j`` projected at every decoder step →
   once per batch (DESIGN rule 1);
 - ``sort``: batches bucketed by source length → by target length (the samplers give
@@ -122,7 +123,9 @@ def main() -> None:
     rates: dict[bool, list[float]] = {False: [], True: []}
     ratios = []
     for r in range(args.rounds):
-        after_batches = batches("target", 100 + r)
+        after_batches = batches(
+            "source" if args.change == "rows" else "target", 100 + r
+        )
         before_batches = after_batches
         if args.change == "sort":
             before_batches = batches("source", 100 + r)
