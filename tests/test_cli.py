@@ -27,7 +27,8 @@ def trained(tmp_path_factory) -> tuple[Path, Path]:
         "seq2seq-train",
         *TINY,
         f"data.cache_dir={tmp / 'cache'}",
-        "trainer.max_steps=30",
+        "trainer.max_epochs=5",  # ~35 steps: a model that writes something
+        "trainer.max_steps=40",
         f"hydra.run.dir={run_dir}",
     )
     assert "test: BLEU" in proc.stdout
@@ -129,19 +130,30 @@ def test_evaluate_on_another_corpus(trained, tmp_path):
 
 def test_translate_keeps_empty_lines_and_truncates_long_ones(trained):
     tmp, ckpt = trained
+    last = ckpt.parent / "last.pt"  # best.pt of so short a run may write nothing
     long_line = " ".join(["the blue notebook"] * 60)
     proc = run_script(
         tmp,
         "seq2seq-translate",
-        f"checkpoint={ckpt}",
+        f"checkpoint={last}",
         "max_input_pieces=20",
         f"hydra.run.dir={tmp / 'tr'}",
         stdin=f"I love you\n\nthe small blue chairs\n{long_line}\n",
     )
     lines = proc.stdout.split("\n")
     assert len(lines) == 5 and lines[-1] == ""
-    assert lines[1] == "" and lines[0] and lines[2] and lines[3]
+    assert lines[1] == ""
     assert "translating only the first 20" in proc.stderr
+    # Each output stays on its input's line: the same inputs in the other order.
+    assert lines[0] != lines[2], "the check below needs two different outputs"
+    swapped = run_script(
+        tmp,
+        "seq2seq-translate",
+        f"checkpoint={last}",
+        f"hydra.run.dir={tmp / 'tr2'}",
+        stdin="the small blue chairs\nI love you\n",
+    )
+    assert swapped.stdout.split("\n") == [lines[2], lines[0], ""]
 
 
 @pytest.mark.parametrize("fmt", ["png", "html", "terminal", "pharaoh", "json", "npy"])
