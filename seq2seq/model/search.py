@@ -247,12 +247,14 @@ def _beam_search(
     model, src, src_lengths, src_mask, k, alpha, max_len_a, max_len_b, n_best, stop_best
 ) -> list[list[Hypothesis]]:
     b, device = src.size(0), src.device
+    # The K beams of a sentence are identical until the first step has run: it runs
+    # once per sentence, and its results are repeated for the K beams.
     state = model.init_state(model.encode(src, src_lengths, src_mask))
-    state = state.select(torch.arange(b, device=device).repeat_interleave(k))
+    expand = torch.arange(b, device=device).repeat_interleave(k)
     limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)
     scores = torch.full((b, k), NEG_INF, device=device)
     scores[:, 0] = 0.0
-    prev = torch.full((b * k,), BOS_ID, dtype=torch.long, device=device)
+    prev = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
     pool, hist = _Pool(b, n_best, device), _History()
     done = torch.zeros(b, dtype=torch.bool, device=device)
     end_step = torch.zeros(b, dtype=torch.long, device=device)
@@ -263,6 +265,9 @@ def _beam_search(
     for t in range(int(limits.max())):
         n = active.numel()
         log_probs, state, weights = model.step(prev, state)
+        if t == 0:
+            log_probs, weights = log_probs[expand], weights[expand]
+            state = state.select(expand)
         log_probs = _mask_specials(log_probs).view(n, k, -1)
         eos_pen, eos_raw, live, idx = _step_candidates(
             log_probs, scores[active], alpha, t + 1
