@@ -54,8 +54,9 @@ def test_short_multi30k_run_learns(multi30k_dir, tmp_path):
     trainer = Trainer(cfg, tmp_path / "run", data, torch.device("cpu"))
     result = trainer.fit()
     history = result.progress.history
-    epoch = len(trainer.sampler)
-    assert [h["step"] for h in history] == [epoch, 2 * epoch, 3 * epoch, 160]
+    epoch = len(trainer.sampler)  # validations at every epoch end and at the last step
+    expected = [*range(epoch, 160, epoch), 160]
+    assert len(expected) >= 3 and [h["step"] for h in history] == expected
     assert history[-1]["loss"] < history[0]["loss"] - 0.5
     assert history[-1]["bleu"] > 0.0
     acc = EventAccumulator(str(tmp_path / "run" / "tb"))

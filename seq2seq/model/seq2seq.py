@@ -18,8 +18,8 @@ from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
 
 class ModelOutput(NamedTuple):
     """logits ``(B, T, V)`` (``(N, V)`` given ``rows``); attention ``(B, T, S)`` (mean
-    over heads for multi-head,
-    zeros without attention); head_attention ``(B, heads, T, S)`` or None."""
+    over heads for multi-head, zeros without attention); head_attention
+    ``(B, heads, T, S)`` or None."""
 
     logits: Tensor
     attention: Tensor
