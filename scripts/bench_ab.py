@@ -104,7 +104,7 @@ def main() -> None:
             out = model(
                 batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, rows=rows
             )
-            targets = batch.tgt_out if rows is None else batch.tgt_out.view(-1)[rows]
+            targets = batch.tgt_out if rows is None else batch.flat_targets()
             loss = token_loss(out.logits, targets, 0.1)
         (loss / batch.n_tokens).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)

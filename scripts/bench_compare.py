@@ -178,8 +178,7 @@ def worker(args) -> dict:
                     batch.tgt_in,
                     rows=batch.tgt_rows,
                 )
-                targets = batch.tgt_out.view(-1).index_select(0, batch.tgt_rows)
-                loss = token_loss(out.logits, targets, 0.0)
+                loss = token_loss(out.logits, batch.flat_targets(), 0.0)
             (loss / batch.n_tokens).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()

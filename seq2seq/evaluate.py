@@ -46,8 +46,7 @@ def split_loss(model, split: EncodedSplit, batch_tokens: int, device, amp_dtype=
                 batch.tgt_in,
                 rows=batch.tgt_rows,
             )
-        targets = batch.tgt_out.view(-1).index_select(0, batch.tgt_rows)
-        total += token_loss(out.logits, targets)
+        total += token_loss(out.logits, batch.flat_targets())
         tokens += batch.n_tokens
     return float(total) / max(tokens, 1)
 

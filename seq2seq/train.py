@@ -245,8 +245,9 @@ class Trainer:
                     sampling_ratio=1.0 - ratio,
                     rows=batch.tgt_rows,  # logits for the non-pad targets only
                 )
-                targets = batch.tgt_out.view(-1).index_select(0, batch.tgt_rows)
-                loss = token_loss(out.logits, targets, self.tcfg.label_smoothing)
+                loss = token_loss(
+                    out.logits, batch.flat_targets(), self.tcfg.label_smoothing
+                )
                 objective = loss
                 if gold is not None:  # logged losses stay the translation loss
                     guide = guided_alignment_loss(out.attention, gold)

@@ -59,6 +59,11 @@ class Batch:
     # training step needs no device sync to skip the padding)
     tgt_rows: Tensor
 
+    def flat_targets(self) -> Tensor:
+        """The non-pad targets ``(n_tokens,)``, in the order of ``tgt_rows``: the
+        targets of the logits ``model(..., rows=batch.tgt_rows)`` returns."""
+        return self.tgt_out.view(-1).index_select(0, self.tgt_rows)
+
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         """Move every tensor but ``src_lengths`` (which stays on CPU) to ``device``."""
 
