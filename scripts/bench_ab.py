@@ -42,11 +42,11 @@ from omegaconf import OmegaConf
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.batching import Batch, make_loader
-from seq2seq.loss import token_loss
 from seq2seq.model import attention
+from seq2seq.model.device import autocast, resolve_precision
+from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
-from seq2seq.optim import build_optimizer
-from seq2seq.runtime import autocast, resolve_precision
+from seq2seq.training.optim import build_optimizer
 
 CHANGES = ("rows", "keys", "sort")
 

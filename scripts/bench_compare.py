@@ -15,7 +15,7 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
   windows of ``--window`` steps after ``--warmup`` steps, in a fresh process. Its peak
   RSS is taken when training ends, like the peers' (their decoding runs in other
   processes); the peak after decoding as well is printed beside it.
-- Peers: ``run.py throughput joey|onmt`` of ``/work/shared/bench/peers`` (same
+- Peers: ``run.py throughput joey|onmt`` of ``../shared/bench/peers`` (same
   warm-up and step count); their decoding is timed with their own CLIs on the 1,014
   validation sentences (max. 100 pieces, batches of 64, like ours), with the model
   that run saved (``n/a`` when it cannot be), minus the CLI's start-up (timed on a
@@ -52,7 +52,8 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-PEERS = Path(os.environ.get("PEERS_HARNESS", "/work/shared/bench/peers"))
+# The peers' harness beside the checkout (../shared/bench/peers), or PEERS_HARNESS.
+PEERS = Path(os.environ.get("PEERS_HARNESS", ROOT.parent / "shared/bench/peers"))
 PEERS_ROOT = Path(os.environ.get("PEERS_ROOT", Path.home() / ".cache/seq2seq-peers"))
 DATA = PEERS_ROOT / "data"
 MODEL = {"emb": 256, "enc": 256, "dec": 512, "vocab": 8004}
@@ -102,7 +103,7 @@ def matmul_rate(
 # ---------------------------------------------------------------- our system (worker)
 def load_split(split: str, tok):
     """EncodedSplit from the harness's pieces (ids + 4), or from our tokenizer."""
-    from seq2seq.data.prepare import EncodedSplit
+    from seq2seq.data.splits import EncodedSplit
     from seq2seq.data.tokenizer import UNK_ID
 
     if tok is None:
@@ -145,11 +146,11 @@ def worker(args) -> dict:
 
     from seq2seq.config import ModelConfig
     from seq2seq.data.batching import make_loader
-    from seq2seq.loss import token_loss
-    from seq2seq.model.search import beam_search, greedy_search
+    from seq2seq.decoding.search import beam_search, greedy_search
+    from seq2seq.model.device import autocast, resolve_precision
+    from seq2seq.model.loss import token_loss
     from seq2seq.model.seq2seq import build_model
-    from seq2seq.optim import build_optimizer
-    from seq2seq.runtime import autocast, resolve_precision
+    from seq2seq.training.optim import build_optimizer
 
     torch.set_num_threads(args.threads)
     amp = resolve_precision(args.worker, torch.device("cpu"))

@@ -33,8 +33,8 @@ from torch.nn import functional as F
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.decoding.search import beam_search, greedy_search
 from seq2seq.model.attention import ATTENTIONS
-from seq2seq.model.search import beam_search, greedy_search
 from seq2seq.model.seq2seq import build_model
 
 VOCAB = 8000

@@ -29,16 +29,15 @@ from hydra import compose, initialize_config_dir
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from seq2seq.config import register_configs  # noqa: E402
+from seq2seq.config import CONFIG_DIR, register_configs  # noqa: E402
 from seq2seq.data.prepare import prepare_data, resolve_cache_root  # noqa: E402
-from seq2seq.paths import CONFIG_DIR  # noqa: E402
-from seq2seq.runtime import (  # noqa: E402
+from seq2seq.model.device import select_device  # noqa: E402
+from seq2seq.training.runtime import (  # noqa: E402
     check_compile_toolchain,
     seed_everything,
-    select_device,
 )
-from seq2seq.train import Trainer  # noqa: E402
-from seq2seq.validation import validate  # noqa: E402
+from seq2seq.training.trainer import Trainer  # noqa: E402
+from seq2seq.training.validation import validate  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -162,13 +161,7 @@ def main() -> None:
     rates = timed_windows(trainer, args)
     t0 = time.perf_counter()
     metrics = validate(
-        trainer.model,
-        trainer.data,
-        trainer.cfg,
-        trainer.device,
-        trainer.amp_dtype,
-        trainer.tracker,
-        0,
+        trainer.translator, trainer.data, trainer.cfg, trainer.tracker, 0
     )
     valid_s = time.perf_counter() - t0
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -1,0 +1,24 @@
+"""seq2seq: train, evaluate and see RNN-with-attention translation models.
+
+Packages in reading order (each imports only those before it): ``config``, ``data``,
+``model``, ``decoding``, ``alignment``, ``training``, ``cli``. The Python API is
+``seq2seq.Translator`` (``decoding/translator.py``), loaded on first use so that
+``import seq2seq.model`` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seq2seq.decoding.translator import Translator
+
+__all__ = ["Translator"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Translator":
+        from seq2seq.decoding.translator import Translator
+
+        return Translator
+    raise AttributeError(f"module 'seq2seq' has no attribute {name!r}")

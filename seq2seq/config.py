@@ -1,17 +1,88 @@
 """Typed configuration schemas, registered in Hydra's ConfigStore.
 
 Every YAML file in ``configs/`` is validated against these dataclasses, so a typo in
-an override (``trainer.max_epoch=3``) is an error instead of a silent no-op. Modules
-never read these objects directly; only the builders and the entry points do.
+an override (``trainer.max_epoch=3``) is an error instead of a silent no-op, and every
+choice is an ``Enum``: ``decode.stop=bset`` fails when Hydra composes the config and
+names the allowed values. The dataclass is the one place of each default; the YAML
+files set only what differs. Modules never read these objects directly; only the
+builders and the entry points do.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+# The packaged Hydra configs (``configs/`` beside the package).
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+class Choice(str, Enum):
+    """A config choice: an Enum whose members compare, hash and print as their string
+    value (``Stop.best == "best"``), so YAML, checkpoints and logs keep plain strings.
+    Member names equal their values: OmegaConf converts by name."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    @classmethod
+    def _missing_(cls, value: object) -> None:
+        """``Stop("bset")`` (a library call with a plain string): name the choices."""
+        choices = ", ".join(member.value for member in cls)
+        raise ValueError(
+            f"{value!r} is not a valid {cls.__name__}: choose one of {choices}"
+        )
+
+
+def choice(name: str, *values: str) -> type[Choice]:
+    """A ``Choice`` Enum named ``name`` whose members are ``values``."""
+    return Choice(name, [(v, v) for v in values], module=__name__, qualname=name)
+
+
+Corpus = choice("Corpus", "phrasebook", "multi30k", "local")
+PieceModel = choice("PieceModel", "unigram", "bpe")
+AttentionType = choice(
+    "AttentionType",
+    "bahdanau",
+    "luong_dot",
+    "luong_general",
+    "luong_concat",
+    "multihead",
+    "none",
+)
+DecoderStyle = choice("DecoderStyle", "bahdanau", "luong")
+Bridge = choice("Bridge", "bridge", "zero")
+OptimizerName = choice("OptimizerName", "adam", "adamw")
+Schedule = choice("Schedule", "plateau", "constant", "warmup", "budget")
+# Beam search's stop rule (see decoding/search.py).
+Stop = choice("Stop", "bound", "best")
+# Decay of the teacher-forcing ratio (scheduled sampling).
+Sampling = choice("Sampling", "none", "linear", "exponential", "inverse_sigmoid")
+# auto: bf16 on CUDA, fp32 on CPU; fp16: CUDA only.
+Precision = choice("Precision", "auto", "fp32", "bf16", "fp16")
+NonFinite = choice("NonFinite", "skip", "stop")
+AlignFormat = choice("AlignFormat", "png", "html", "terminal", "pharaoh", "json", "npy")
+
+
+class Metric(Choice):
+    """What early stopping and the plateau schedule watch."""
+
+    bleu = "bleu"
+    chrf = "chrf"
+    loss = "loss"
+
+    @property
+    def mode(self) -> str:
+        """``max`` when higher is better, ``min`` for the loss."""
+        return "min" if self is Metric.loss else "max"
 
 
 @dataclass
@@ -28,7 +99,7 @@ class PhrasebookConfig:
 class DataConfig:
     """Where the parallel corpus comes from and how it is batched."""
 
-    name: str = "phrasebook"  # phrasebook | multi30k | local
+    name: Corpus = Corpus.phrasebook
     hub_id: str | None = None  # e.g. bentrevett/multi30k
     local_dir: str | None = None
     src_lang: str = "en"
@@ -46,7 +117,7 @@ class TokenizerConfig:
     """SentencePiece settings."""
 
     vocab_size: int = 8000
-    model_type: str = "unigram"  # unigram | bpe
+    model_type: PieceModel = PieceModel.unigram
     joint: bool = True  # one model for both sides, or one per side
     character_coverage: float = 1.0
 
@@ -55,10 +126,9 @@ class TokenizerConfig:
 class AttentionConfig:
     """Attention type and the decoder style it classically pairs with."""
 
-    # bahdanau | luong_dot | luong_general | luong_concat | multihead | none
-    type: str = "bahdanau"
-    # default decoder style for this attention: bahdanau | luong
-    style: str = "bahdanau"
+    type: AttentionType = AttentionType.bahdanau
+    # the decoder style this attention classically pairs with
+    style: DecoderStyle = DecoderStyle.bahdanau
     # hidden size of the additive / concat scorer (default: decoder)
     dim: int | None = None
     heads: int = 4  # multihead only
@@ -73,7 +143,7 @@ class EncoderConfig:
 
 @dataclass
 class DecoderConfig:
-    style: str | None = None  # None: the attention's classic style
+    style: DecoderStyle | None = None  # None: the attention's classic style
     hidden_size: int = 512
     layers: int = 1
     input_feeding: bool = True  # Luong style only
@@ -85,7 +155,7 @@ class ModelConfig:
     emb_dim: int = 256
     emb_dropout: float = 0.2
     word_dropout: float = 0.0  # probability of replacing a whole input token by UNK
-    bridge: str = "bridge"  # bridge | zero
+    bridge: Bridge = Bridge.bridge
     tie_embeddings: bool = False
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     decoder: DecoderConfig = field(default_factory=DecoderConfig)
@@ -94,7 +164,7 @@ class ModelConfig:
 
 @dataclass
 class OptimConfig:
-    name: str = "adam"  # adam | adamw
+    name: OptimizerName = OptimizerName.adam
     lr: float = 1e-3
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.0
@@ -102,7 +172,7 @@ class OptimConfig:
 
 @dataclass
 class SchedulerConfig:
-    name: str = "plateau"  # plateau | constant | warmup | budget
+    name: Schedule = Schedule.plateau
     factor: float = 0.5  # plateau: multiply the lr by this
     patience: int = 2  # plateau: validations without improvement
     min_lr: float = 1e-5
@@ -120,14 +190,14 @@ class DecodeConfig:
     # beam search: when a sentence is done. bound: no live hypothesis can still beat
     # the finished ones at any remaining length (exact). best: its best hypothesis
     # right now has ended (the rule of JoeyNMT and OpenNMT-py; faster, may differ).
-    stop: str = "bound"
+    stop: Stop = Stop.bound
 
 
 @dataclass
 class SamplingConfig:
     """Scheduled sampling: decay of the teacher-forcing ratio with the step."""
 
-    schedule: str = "none"  # none | linear | exponential | inverse_sigmoid
+    schedule: Sampling = Sampling.none
     # linear: steps to reach min_ratio; exponential: decay constant; inverse sigmoid: k
     k: float = 1000.0
     min_ratio: float = 0.75  # lowest teacher-forcing ratio
@@ -137,7 +207,7 @@ class SamplingConfig:
 class TrainerConfig:
     seed: int = 42
     device: str = "auto"  # auto | cpu | cuda
-    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
+    precision: Precision = Precision.auto  # auto: bf16 on CUDA, fp32 on CPU
     threads: int | None = None  # torch CPU threads; None leaves torch's default
     # torch.compile the decoder's step loop body (Bahdanau, Luong with input feeding):
     # one compilation at the first step (13-15 s on 2 CPU cores), then fused kernels
@@ -155,9 +225,9 @@ class TrainerConfig:
     valid_max_sentences: int | None = None  # decode only the first N validation pairs
     # beam size for validation (1: greedy, cheap); null: decode.beam_size
     valid_beam_size: int | None = None
-    early_stopping_metric: str = "bleu"  # bleu | chrf | loss
+    early_stopping_metric: Metric = Metric.bleu
     patience: int | None = None  # validations without improvement before stopping
-    nonfinite: str = "skip"  # skip | stop
+    nonfinite: NonFinite = NonFinite.skip
     alignment_samples: int = 4  # validation sentences rendered as heatmaps
     keep_last: int = 0  # also keep the last N validated checkpoints, for averaging
     resume: bool = False
@@ -190,12 +260,12 @@ class EvaluateConfig:
     split: str = "test"
     beam_size: int | None = None  # None: the checkpoint's decode settings
     length_penalty: float | None = None
-    stop: str | None = None  # beam search's stop rule (decode.stop)
-    batch_tokens: int | None = None
+    stop: Stop | None = None  # beam search's stop rule (decode.stop)
+    batch_tokens: int | None = None  # None: the checkpoint's data.batch_tokens
     lowercase: bool = False  # also report lowercased BLEU (older papers)
     alignment: bool = False  # report AER when the corpus has gold alignments
     device: str = "auto"
-    precision: str = "auto"  # decoding autocast: auto (bf16 on CUDA) | fp32 | bf16
+    precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
     data: Any | None = None  # a DataConfig overriding the checkpoint's corpus
 
 
@@ -206,10 +276,11 @@ class TranslateConfig:
     output: str | None = None  # a file; stdout when unset
     beam_size: int | None = None
     length_penalty: float | None = None
-    stop: str | None = None  # beam search's stop rule (decode.stop)
+    stop: Stop | None = None  # beam search's stop rule (decode.stop)
     max_input_pieces: int = 250  # longer lines are truncated, with a warning
+    batch_tokens: int | None = None  # None: the checkpoint's data.batch_tokens
     device: str = "auto"
-    precision: str = "auto"  # decoding autocast: auto (bf16 on CUDA) | fp32 | bf16
+    precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
 
 
 @dataclass
@@ -220,7 +291,7 @@ class AlignConfig:
     split: str | None = None
     index: list[int] | None = None  # split: these pairs; None: the whole split
     references: bool = False  # split: force-decode its references (gold's words)
-    format: str = "png"  # png | html | terminal | pharaoh | json | npy
+    format: AlignFormat = AlignFormat.png
     merge_subwords: bool = False
     words: bool = False  # pharaoh: links over whitespace words, no end-of-sentence
     shifted: bool = False  # words: read the step where the word is the decoder input
@@ -228,7 +299,9 @@ class AlignConfig:
     attribution: bool = False  # add gradient × input and its Spearman correlation
     output: str | None = None  # file or folder; default under the run directory
     beam_size: int | None = None
+    batch_tokens: int | None = None  # None: the checkpoint's data.batch_tokens
     device: str = "cpu"
+    precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
 
 
 SCHEMAS: dict[str, type] = {

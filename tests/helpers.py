@@ -6,11 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from seq2seq.config import register_configs
-from seq2seq.paths import CONFIG_DIR
+from seq2seq.config import CONFIG_DIR, DataConfig, register_configs
+from seq2seq.data.prepare import prepare_data
+from seq2seq.training.runtime import seed_everything
+from seq2seq.training.trainer import Trainer
 
 register_configs()
 
@@ -39,6 +42,23 @@ def tiny_train_config(cache_dir: Path, *overrides: str) -> DictConfig:
             config_name="train",
             overrides=[*TINY, f"data.cache_dir={cache_dir}", *overrides],
         )
+
+
+def build_trainer(cfg: DictConfig, run_dir: Path) -> Trainer:
+    """Seed, prepare the corpus (cached in ``cfg.data.cache_dir``), build a CPU
+    trainer writing to ``run_dir``."""
+    seed_everything(cfg.trainer.seed)
+    data = prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
+    return Trainer(cfg, run_dir, data, torch.device("cpu"))
+
+
+def phrasebook_config(train: int, validation: int, test: int) -> DataConfig:
+    """The built-in phrasebook with these split sizes."""
+    cfg = DataConfig()
+    cfg.phrasebook.train_size = train
+    cfg.phrasebook.validation_size = validation
+    cfg.phrasebook.test_size = test
+    return cfg
 
 
 def run_script(

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from seq2seq.alignment_error import alignment_scores, reference_attention
-from seq2seq.data.prepare import EncodedSplit
+from seq2seq.alignment.error import alignment_scores
+from seq2seq.alignment.maps import AttentionMap
+from seq2seq.data.splits import EncodedSplit
+from seq2seq.decoding.translator import Translator
 from seq2seq.model.seq2seq import ModelOutput
 from tests.helpers import TINY, run_script
 
@@ -49,38 +51,42 @@ def _split(alignment: list[str]) -> EncodedSplit:
     )
 
 
-def test_reference_attention_cuts_padding_and_keeps_eos():
-    mats = reference_attention(DiagonalModel(), _split(["", ""]), 100, "cpu")
-    assert [m.shape for m in mats] == [(4, 4), (4, 3)]  # + EOS step, + source EOS
+def _translator(batch_tokens: int = 100) -> Translator:
+    device = torch.device("cpu")
+    return Translator(
+        DiagonalModel(), WordTokenizer(), device, batch_tokens=batch_tokens
+    )
+
+
+def test_forced_attention_cuts_padding_and_keeps_eos():
+    mats = _translator().forced_attention(_split(["", ""]))
+    # + EOS step, + source EOS
+    assert [m.weights.shape for m in mats] == [(4, 4), (4, 3)]
+    assert all(m.heads is None for m in mats)
 
 
 def test_aer_of_a_diagonal_attention_by_hand():
     # Sentence 2: targets 0, 1 read source words 0, 1; target 2 reads the source EOS
     # column, which is never a word: argmax over words falls back to word 0.
     split = _split(["0-0 1-1 2-2", "0-0 1-1 1?2"])
-    result = alignment_scores(DiagonalModel(), WordTokenizer(), split, 100, "cpu")
+    result = alignment_scores(_translator(), split)
     # argmax: A = {00,11,22} ∪ {00,11,02}; |A∩S| = 3 + 2, |A∩P| = 5; |A| = 6, |S| = 5
     assert result.aer == pytest.approx(1 - 10 / 11)
     # shifted reads one step later: target j links to source word j + 1 (or the
     # fallback), off the gold diagonal
     assert result.aer_shifted > result.aer
     assert result.n_sentences == 2 and "AER" in result.summary()
-    assert (
-        alignment_scores(DiagonalModel(), WordTokenizer(), _split(None), 9, "cpu")
-        is None
-    )
+    assert alignment_scores(_translator(9), _split(None)) is None
 
 
 def test_pairs_that_do_not_regroup_into_the_gold_words_are_skipped():
     split = _split(["0-0", "0-0"])
     split.src_text[0] = "a b c d"  # 4 whitespace words, 3 pieces
-    result = alignment_scores(DiagonalModel(), WordTokenizer(), split, 100, "cpu")
+    result = alignment_scores(_translator(), split)
     assert result.skipped == 1 and result.n_sentences == 1
 
 
 def _record():
-    from seq2seq.align import Attention
-
     # Source "le chat noir" (chat in two pieces), target "the black cat", EOS last.
     src = ["▁le", "▁ch", "at", "▁noir", "</s>"]
     tgt = ["▁the", "▁black", "▁cat", "</s>"]
@@ -92,11 +98,12 @@ def _record():
             [0.1, 0.0, 0.0, 0.0, 0.9],
         ]
     )
-    return Attention(src, tgt, w)
+    return AttentionMap(src, tgt, w)
 
 
 def test_pharaoh_lines_over_pieces_words_threshold_and_shift():
-    from seq2seq.align_export import merged, pharaoh_line
+    from seq2seq.alignment.export import pharaoh_line
+    from seq2seq.alignment.words import merged
 
     att = _record()
     assert pharaoh_line(att, words=False, shifted=False, threshold=None) == (
@@ -212,10 +219,11 @@ def test_pharaoh_over_the_whole_split_in_words_and_with_threshold(trained):
 
 
 def _test_references(tmp: Path, ckpt: Path) -> list[str]:
-    from seq2seq.inference import encode_corpus_split, load_model
+    from seq2seq.data.splits import encode_corpus_split
 
-    loaded = load_model(ckpt, torch.device("cpu"))
-    return encode_corpus_split(loaded.config.data, loaded.tokenizer, "test").tgt_text
+    translator = Translator.from_checkpoint(ckpt, device="cpu")
+    data = translator.config.data
+    return encode_corpus_split(data, translator.tokenizer, "test").tgt_text
 
 
 @slow

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from seq2seq.attribution import grad_times_input, model_attribution, rank, spearman
+from seq2seq.alignment.attribution import (
+    grad_times_input,
+    model_attribution,
+    rank,
+    spearman,
+)
 
 
 def test_linear_function_gives_weight_times_input():
@@ -57,20 +62,22 @@ def test_rank_averages_ties_and_spearman_by_hand():
 
 
 def test_model_attribution_has_attention_shape(tmp_path):
+    from seq2seq.decoding.translator import Translator
     from seq2seq.model.seq2seq import build_model
     from tests.helpers import tiny_train_config
 
     cfg = tiny_train_config(tmp_path)
     torch.manual_seed(0)
     model = build_model(cfg.model, 50, 60)
-    att = model_attribution(model, [5, 6, 7], [8, 9], torch.device("cpu"))
+    translator = Translator(model, tokenizer=None, device=torch.device("cpu"))
+    att = model_attribution(translator, [5, 6, 7], [8, 9])
     assert att.shape == (3, 4)  # 2 pieces + EOS rows, 3 pieces + EOS columns
     torch.testing.assert_close(att.sum(1), torch.ones(3))
     assert (att >= 0).all()
 
 
 def test_comparison_figure_shows_attention_beside_attribution():
-    from seq2seq.visualize import close_figure, figure_to_png, plot_comparison
+    from seq2seq.alignment.render import close_figure, figure_to_png, plot_comparison
 
     w = np.full((2, 3), 1 / 3)
     fig = plot_comparison(w, w[:, ::-1], ["a", "b", "</s>"], ["x", "</s>"], title="t")

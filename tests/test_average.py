@@ -7,13 +7,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from seq2seq.average import main, write_average
-from seq2seq.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from seq2seq.cli.average import main
 from seq2seq.data.prepare import prepare_data
-from seq2seq.inference import load_model
-from seq2seq.runtime import seed_everything
-from seq2seq.train import Trainer
-from tests.helpers import tiny_train_config
+from seq2seq.decoding.translator import Translator
+from seq2seq.model.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+    write_average,
+)
+from seq2seq.training.trainer import Trainer
+from tests.helpers import build_trainer, tiny_train_config
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +30,7 @@ def kept(tmp_path_factory) -> list[Path]:
         "trainer.max_steps=8",
         "trainer.keep_last=3",
     )
-    seed_everything(cfg.trainer.seed)
-    data = prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
-    Trainer(cfg, tmp / "run", data, torch.device("cpu")).fit()
+    build_trainer(cfg, tmp / "run").fit()
     return sorted((tmp / "run" / "checkpoints").glob("step*.pt"))
 
 
@@ -52,7 +54,7 @@ def test_the_average_is_the_elementwise_mean_and_loads_for_inference(kept, tmp_p
     assert state["averaged_from"] == [str(p) for p in kept]
     assert state["step"] == 8 and "optimizer" not in state
 
-    loaded = load_model(out, torch.device("cpu"))
+    loaded = Translator.from_checkpoint(out, device="cpu")
     assert loaded.step == 8
     assert torch.equal(loaded.model.state_dict()[name], tensor)
 

@@ -10,7 +10,7 @@ from seq2seq.data.batching import (
     make_loader,
     padded_size,
 )
-from seq2seq.data.prepare import EncodedSplit
+from seq2seq.data.splits import EncodedSplit
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 

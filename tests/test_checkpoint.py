@@ -5,18 +5,17 @@ import numpy as np
 import pytest
 import torch
 
-from seq2seq import checkpoint as ckpt
-from seq2seq.checkpoint import (
+from seq2seq.model import checkpoint as ckpt
+from seq2seq.model.checkpoint import (
     FORMAT,
     FORMAT_VERSION,
     CheckpointError,
     average_checkpoints,
     library_versions,
     load_checkpoint,
-    rng_state,
     save_checkpoint,
-    set_rng_state,
 )
+from seq2seq.training.runtime import rng_state, set_rng_state
 
 
 def make_state(value: float = 1.0) -> dict:

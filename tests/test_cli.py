@@ -11,8 +11,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from seq2seq import evaluate
+from seq2seq.cli import evaluate, translate
 from seq2seq.config import EvaluateConfig, TranslateConfig
+from seq2seq.decoding.translator import Translator
 from tests.helpers import TINY, run_script
 
 pytestmark = pytest.mark.slow
@@ -64,13 +65,13 @@ def test_evaluate_and_translate_decode_under_the_requested_precision(
     """``precision=bf16`` reaches the search's autocast; ``auto`` is fp32 on CPU."""
     _, ckpt = trained
     seen = []
-    real = evaluate.translate_split
+    real = Translator.search
 
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("amp_dtype", args[5] if len(args) > 5 else None))
-        return real(*args, **kwargs)
+    def spy(translator, split):
+        seen.append(translator.amp_dtype)
+        return real(translator, split)
 
-    monkeypatch.setattr(evaluate, "translate_split", spy)
+    monkeypatch.setattr(Translator, "search", spy)
     monkeypatch.setattr(os, "environ", dict(os.environ))  # bf16 sets oneDNN caps
     for precision in ("bf16", "auto"):
         cfg = OmegaConf.structured(
@@ -96,11 +97,11 @@ def test_evaluate_and_translate_decode_under_the_requested_precision(
             device="cpu",
         )
     )
-    assert len(evaluate.translate_file(cfg)) == 1
+    assert len(translate.translate_file(cfg)) == 1
     assert seen == [torch.bfloat16, None, torch.bfloat16]
     with pytest.raises(ValueError, match="fp16 autocast needs CUDA"):
         cfg.precision = "fp16"
-        evaluate.translate_file(cfg)
+        translate.translate_file(cfg)
 
 
 def test_evaluate_on_another_corpus(trained, tmp_path):

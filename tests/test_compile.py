@@ -6,19 +6,15 @@ the source length from batch to batch)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from torch.testing import assert_close
 
-from seq2seq import runtime
-from seq2seq.data.prepare import prepare_data
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID
 from seq2seq.model.seq2seq import build_model
-from seq2seq.runtime import check_compile_toolchain, seed_everything
-from seq2seq.train import Trainer
-from tests.helpers import tiny_train_config
+from seq2seq.training import runtime
+from seq2seq.training.runtime import check_compile_toolchain
+from tests.helpers import build_trainer, tiny_train_config
 from tests.test_decoder import V_SRC, V_TGT, tiny_config
 
 
@@ -71,9 +67,7 @@ def test_trainer_compile_flag_trains(tmp_path):
         "trainer.valid_every=null",
         "trainer.log_every=1",
     )
-    seed_everything(cfg.trainer.seed)
-    data = prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
-    trainer = Trainer(cfg, tmp_path / "run", data, torch.device("cpu"))
+    trainer = build_trainer(cfg, tmp_path / "run")
     assert trainer.model.decoder.compile_loop
     result = trainer.fit()
     assert result.progress.step == 3

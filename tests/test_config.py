@@ -7,8 +7,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from seq2seq.config import register_configs
-from seq2seq.paths import CONFIG_DIR
+from seq2seq.config import CONFIG_DIR, register_configs
 
 register_configs()
 

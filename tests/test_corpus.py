@@ -5,7 +5,8 @@ import datasets
 import pytest
 
 from seq2seq.config import DataConfig
-from seq2seq.data.corpus import CorpusError, load_corpus, read_corpus
+from seq2seq.data.corpus import CorpusError, read_corpus
+from tests.helpers import phrasebook_config
 
 PAIRS = {
     "train": [("ein Hund", "a dog"), ("eine Katze", "a cat"), ("ein Haus", "a house")],
@@ -43,8 +44,8 @@ def assert_matches(dd):
 def test_local_jsonl(tmp_path):
     for split, pairs in PAIRS.items():
         write_jsonl(tmp_path, f"{split}.jsonl", pairs)
-    assert_matches(load_corpus(local(tmp_path)))
-    reverse = load_corpus(local(tmp_path, "en", "de"))
+    assert_matches(read_corpus(local(tmp_path)).splits)
+    reverse = read_corpus(local(tmp_path, "en", "de")).splits
     assert reverse["train"]["src"][0] == "a dog"
 
 
@@ -53,14 +54,14 @@ def test_local_tsv_and_csv(tmp_path, ext, sep):
     for split, pairs in PAIRS.items():
         rows = ["en" + sep + "de"] + [t + sep + s for s, t in pairs]
         (tmp_path / f"{split}.{ext}").write_text("\n".join(rows) + "\n")
-    assert_matches(load_corpus(local(tmp_path)))
+    assert_matches(read_corpus(local(tmp_path)).splits)
 
 
 def test_local_parallel_text_with_gzip_and_split_aliases(tmp_path):
     write_text(tmp_path, "train", PAIRS["train"], gz=True)
     write_text(tmp_path, "val", PAIRS["validation"])
     write_text(tmp_path, "test_2016_flickr", PAIRS["test"], gz=True)
-    assert_matches(load_corpus(local(tmp_path)))
+    assert_matches(read_corpus(local(tmp_path)).splits)
 
 
 def test_hub_code_path_with_local_dataset_in_hub_layout(tmp_path):
@@ -69,26 +70,26 @@ def test_hub_code_path_with_local_dataset_in_hub_layout(tmp_path):
     cfg = DataConfig(
         name="multi30k", hub_id=str(tmp_path), src_lang="de", tgt_lang="en"
     )
-    assert_matches(load_corpus(cfg))
+    assert_matches(read_corpus(cfg).splits)
     cfg.tgt_lang = "fr"
     with pytest.raises(
         CorpusError, match="no column for language 'fr'; columns present"
     ):
-        load_corpus(cfg)
+        read_corpus(cfg)
 
 
 def test_hub_unreachable_names_local_dir(monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     cfg = DataConfig(name="multi30k", src_lang="de", tgt_lang="en")
     with pytest.raises(CorpusError, match=r"bentrevett/multi30k.*data\.local_dir"):
-        load_corpus(cfg)
+        read_corpus(cfg)
 
 
 def test_missing_split(tmp_path):
     for split in ("train", "test"):
         write_jsonl(tmp_path, f"{split}.jsonl", PAIRS[split])
     with pytest.raises(CorpusError, match=r"missing split 'validation'.*files present"):
-        load_corpus(local(tmp_path))
+        read_corpus(local(tmp_path))
 
 
 def test_missing_language_in_parallel_text(tmp_path):
@@ -97,7 +98,7 @@ def test_missing_language_in_parallel_text(tmp_path):
     with pytest.raises(
         CorpusError, match=r"language 'fr'.*train\.fr\.gz.*present: \['de', 'en'\]"
     ):
-        load_corpus(local(tmp_path, "de", "fr"))
+        read_corpus(local(tmp_path, "de", "fr"))
 
 
 def test_missing_key_in_jsonl_names_file_and_line(tmp_path):
@@ -106,7 +107,7 @@ def test_missing_key_in_jsonl_names_file_and_line(tmp_path):
     with (tmp_path / "train.jsonl").open("a") as handle:
         handle.write(json.dumps({"de": "nur Deutsch"}) + "\n")
     with pytest.raises(CorpusError, match=r"train\.jsonl:4: no key for language 'en'"):
-        load_corpus(local(tmp_path))
+        read_corpus(local(tmp_path))
 
 
 def test_missing_column_in_tsv(tmp_path):
@@ -116,7 +117,7 @@ def test_missing_column_in_tsv(tmp_path):
     with pytest.raises(
         CorpusError, match=r"train\.tsv: no column for language 'fr'.*\['de', 'en'\]"
     ):
-        load_corpus(local(tmp_path, "de", "fr"))
+        read_corpus(local(tmp_path, "de", "fr"))
 
 
 def test_line_count_mismatch_names_both_files(tmp_path):
@@ -126,7 +127,7 @@ def test_line_count_mismatch_names_both_files(tmp_path):
     with pytest.raises(
         CorpusError, match=r"train\.de has 3 lines, .*train\.en has 2 lines"
     ):
-        load_corpus(local(tmp_path))
+        read_corpus(local(tmp_path))
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
@@ -134,7 +135,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
         write_text(tmp_path, split, pairs)
     (tmp_path / "test.en").write_bytes(b"a car\na b\xffat\n")
     with pytest.raises(CorpusError, match=r"test\.en:2: invalid UTF-8"):
-        load_corpus(local(tmp_path))
+        read_corpus(local(tmp_path))
 
 
 def test_empty_pairs_are_filtered_and_counted(tmp_path, caplog):
@@ -149,13 +150,13 @@ def test_empty_pairs_are_filtered_and_counted(tmp_path, caplog):
 
 def test_no_corpus_files_and_unknown_name(tmp_path):
     with pytest.raises(CorpusError, match="found no corpus files"):
-        load_corpus(local(tmp_path))
-    with pytest.raises(CorpusError, match="unknown corpus"):
-        load_corpus(DataConfig(name="wmt"))
+        read_corpus(local(tmp_path))
+    with pytest.raises(ValueError, match="'wmt' is not a valid Corpus"):
+        read_corpus(DataConfig(name="wmt"))
 
 
 def test_multi30k_local_dir(multi30k_dir):
-    dd = load_corpus(local(multi30k_dir, "de", "en", name="multi30k"))
+    dd = read_corpus(local(multi30k_dir, "de", "en", name="multi30k")).splits
     assert [dd[s].num_rows for s in ("train", "validation", "test")] == [
         29000,
         1014,
@@ -165,7 +166,7 @@ def test_multi30k_local_dir(multi30k_dir):
 
 
 def test_multi30k_raw_parallel_text(multi30k_dir):
-    dd = load_corpus(local(multi30k_dir / "raw", "en", "fr"))
+    dd = read_corpus(local(multi30k_dir / "raw", "en", "fr")).splits
     assert [dd[s].num_rows for s in ("train", "validation", "test")] == [
         29000,
         1014,
@@ -174,12 +175,6 @@ def test_multi30k_raw_parallel_text(multi30k_dir):
 
 
 def test_phrasebook_source_has_alignments():
-    cfg = DataConfig()
-    (
-        cfg.phrasebook.train_size,
-        cfg.phrasebook.validation_size,
-        cfg.phrasebook.test_size,
-    ) = 20, 5, 5
-    dd = load_corpus(cfg)
+    dd = read_corpus(phrasebook_config(20, 5, 5)).splits
     assert dd["train"].column_names == ["src", "tgt", "alignment"]
     assert dd["validation"].num_rows == 5

@@ -8,10 +8,10 @@ from torch.testing import assert_close
 
 from seq2seq.config import AttentionConfig, DecoderConfig, EncoderConfig, ModelConfig
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
-from seq2seq.loss import token_loss
 from seq2seq.model.attention import ATTENTIONS
-from seq2seq.model.decoder import Decoder, word_dropout
+from seq2seq.model.decoder import word_dropout
 from seq2seq.model.gru import StackedGRU
+from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
 
 V_SRC, V_TGT = 15, 17
@@ -76,8 +76,8 @@ def test_parallel_luong_path_equals_its_step_path(attention):
     with torch.no_grad():
         state = model.init_state(model.encode(src, lengths, mask))
         emb = dec.embed(tgt_in)
-        fast = dec.features(emb, state)
-        loop = Decoder.features(dec, emb, state)  # the generic step loop
+        fast = dec.fast_features(emb, state)
+        loop = dec.reference_features(emb, state)  # the definition: a step loop
     assert_close(fast[0], loop[0])  # features
     assert_close(fast[1], loop[1])  # weights
     if attention == "multihead":
@@ -227,7 +227,7 @@ def test_one_layer_forward_equals_step_loop_with_gradients(attention, style, fee
     state = model.init_state(model.encode(src, lengths, mask))
     logits = []
     for t in range(4):
-        feat, state, att = model.decoder._step_features(
+        feat, state, att = model.decoder.reference_step(
             model.decoder.embed(tgt_in[:, t]), state
         )
         logits.append(model.decoder.output(feat))

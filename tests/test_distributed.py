@@ -14,9 +14,9 @@ import torch.multiprocessing as mp
 
 from seq2seq.data.batching import collate
 from seq2seq.data.prepare import prepare_data
-from seq2seq.distributed import DistInfo
-from seq2seq.runtime import seed_everything
-from seq2seq.train import Trainer
+from seq2seq.training.distributed import DistInfo
+from seq2seq.training.runtime import seed_everything
+from seq2seq.training.trainer import Trainer
 from tests.helpers import tiny_train_config
 
 pytestmark = pytest.mark.slow

@@ -8,12 +8,13 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from seq2seq.data.prepare import EncodedSplit, prepare_data
-from seq2seq.guided_alignment import GoldAttention, guided_alignment_loss, pair_gold
-from seq2seq.metrics import parse_pharaoh, word_alignment_from_attention
-from seq2seq.runtime import seed_everything
-from seq2seq.train import Trainer
-from tests.helpers import tiny_train_config
+from seq2seq.alignment.guided import GoldAttention, guided_alignment_loss, pair_gold
+from seq2seq.alignment.links import parse_pharaoh
+from seq2seq.alignment.words import word_alignment_from_attention
+from seq2seq.data.prepare import prepare_data
+from seq2seq.data.splits import EncodedSplit
+from seq2seq.training.trainer import Trainer
+from tests.helpers import build_trainer, tiny_train_config
 
 
 def _dense(gold, n_tgt: int, n_src: int) -> torch.Tensor:
@@ -101,9 +102,7 @@ def test_gold_attention_needs_gold_links():
 
 def _trainer(tmp_path: Path, run: str, *overrides: str) -> Trainer:
     cfg = tiny_train_config(tmp_path / "cache", "optim.lr=0.005", *overrides)
-    seed_everything(cfg.trainer.seed)
-    data = prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
-    return Trainer(cfg, tmp_path / run, data, torch.device("cpu"))
+    return build_trainer(cfg, tmp_path / run)
 
 
 def test_guided_training_pulls_the_attention_to_the_gold(tmp_path):

@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from seq2seq import loss as loss_module
 from seq2seq.data.tokenizer import PAD_ID
-from seq2seq.loss import token_loss
+from seq2seq.model import loss as loss_module
+from seq2seq.model.loss import token_loss
 
 
 def reference(logits, targets, smoothing):

@@ -6,13 +6,9 @@ from itertools import islice
 from pathlib import Path
 
 import pytest
-import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from seq2seq.data.prepare import prepare_data
-from seq2seq.runtime import seed_everything
-from seq2seq.train import Trainer
-from tests.helpers import tiny_train_config
+from tests.helpers import build_trainer, tiny_train_config
 
 pytestmark = pytest.mark.slow
 
@@ -48,10 +44,8 @@ def test_short_multi30k_run_learns(multi30k_dir, tmp_path):
         "trainer.threads=2",
         "optim.lr=0.003",
     )
-    seed_everything(cfg.trainer.seed)
-    data = prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
-    assert len(data.splits["train"].src_ids) == SLICE["train"]
-    trainer = Trainer(cfg, tmp_path / "run", data, torch.device("cpu"))
+    trainer = build_trainer(cfg, tmp_path / "run")
+    assert len(trainer.data.splits["train"]) == SLICE["train"]
     result = trainer.fit()
     history = result.progress.history
     epoch = len(trainer.sampler)  # validations at every epoch end and at the last step

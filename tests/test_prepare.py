@@ -3,16 +3,11 @@ import json
 from seq2seq.config import DataConfig, TokenizerConfig
 from seq2seq.data.batching import make_loader
 from seq2seq.data.prepare import format_stats, prepare_data, resolve_cache_root
+from tests.helpers import phrasebook_config
 
 
 def small_phrasebook():
-    cfg = DataConfig()
-    (
-        cfg.phrasebook.train_size,
-        cfg.phrasebook.validation_size,
-        cfg.phrasebook.test_size,
-    ) = 300, 40, 40
-    return cfg
+    return phrasebook_config(300, 40, 40)
 
 
 def test_phrasebook_prepare_and_cache_hit(tmp_path):

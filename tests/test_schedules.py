@@ -9,7 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from seq2seq.optim import BudgetCosine, build_optimizer, build_scheduler
+from seq2seq.training.optim import BudgetCosine, build_optimizer, build_scheduler
 from tests.test_train import _events, _losses, _trainer, sigterm_after_step
 
 
@@ -80,7 +80,9 @@ def test_budget_cosine_keeps_its_base_rate_across_a_checkpoint():
 
 def test_unknown_schedule_is_named_in_the_error():
     cfg = OmegaConf.create({"name": "cosine", "warmup_steps": 0})
-    with pytest.raises(ValueError, match=r"budget.*got 'cosine'"):
+    with pytest.raises(
+        ValueError, match=r"'cosine' is not a valid Schedule: choose one of .*budget"
+    ):
         build_scheduler(cfg, _optimizer(), "bleu")
 
 

@@ -18,14 +18,14 @@ from seq2seq.config import (
     ModelConfig,
 )
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from seq2seq.inference import decode_settings
-from seq2seq.model.search import (
+from seq2seq.decoding.search import (
     beam_search,
     greedy_search,
     length_penalty,
     max_lengths,
     translate_batch,
 )
+from seq2seq.decoding.translator import decode_settings
 from seq2seq.model.seq2seq import build_model
 
 V_SRC = 15
@@ -244,7 +244,7 @@ def test_stop_best_ends_early_and_never_beats_the_exact_rule():
 
 def test_unknown_stop_rule_is_rejected():
     model = _model()
-    with pytest.raises(ValueError, match=r"decode\.stop"):
+    with pytest.raises(ValueError, match="'first' is not a valid Stop"):
         beam_search(model, *_batch(), beam_size=2, stop="first")
 
 
@@ -252,5 +252,5 @@ def test_decode_settings_default_override_and_check_the_stop_rule():
     old_checkpoint = OmegaConf.create({"beam_size": 5})  # saved before decode.stop
     assert decode_settings(old_checkpoint).stop == "bound"
     assert decode_settings(old_checkpoint, stop="best").stop == "best"
-    with pytest.raises(ValueError, match=r"decode\.stop must be one of"):
+    with pytest.raises(ValueError, match=r"Invalid value 'first'.*\[bound, best\]"):
         decode_settings(old_checkpoint, stop="first")

@@ -11,8 +11,8 @@ from tensorboard.backend.event_processing.event_accumulator import (
 )
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
-from seq2seq.tracking import Tracker, progress_bar
-from seq2seq.visualize import plot_alignment
+from seq2seq.alignment.render import plot_alignment
+from seq2seq.training.tracking import Tracker, progress_bar
 
 
 def read(log_dir) -> EventAccumulator:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 from pathlib import Path
@@ -11,19 +10,16 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from seq2seq import train as train_module
-from seq2seq.checkpoint import load_checkpoint
-from seq2seq.data.prepare import prepare_data
-from seq2seq.runtime import resolve_precision, seed_everything
-from seq2seq.train import Trainer
-from tests.helpers import tiny_train_config
+from seq2seq.decoding.translator import Translator
+from seq2seq.model.checkpoint import load_checkpoint
+from seq2seq.training import trainer as train_module
+from seq2seq.training.trainer import Trainer
+from tests.helpers import build_trainer, tiny_train_config
 
 
 def _trainer(tmp_path: Path, run: str, *overrides: str) -> Trainer:
     cfg = tiny_train_config(tmp_path / "cache", *overrides)
-    seed_everything(cfg.trainer.seed)
-    data = prepare_data(cfg.data, cfg.tokenizer, Path(cfg.data.cache_dir))
-    return Trainer(cfg, tmp_path / run, data, torch.device("cpu"))
+    return build_trainer(cfg, tmp_path / run)
 
 
 def _events(run_dir: Path) -> EventAccumulator:
@@ -181,13 +177,13 @@ def test_validation_decodes_with_valid_beam_size(
     tmp_path, monkeypatch, valid_beam, expected
 ):
     seen = []
-    real = train_module.validate.__globals__["translate_split"]
+    real = Translator.search
 
-    def spy(model, split, decode, *args):
-        seen.append(decode.beam_size)
-        return real(model, split, decode, *args)
+    def spy(translator, split):
+        seen.append(translator.decode.beam_size)
+        return real(translator, split)
 
-    monkeypatch.setitem(train_module.validate.__globals__, "translate_split", spy)
+    monkeypatch.setattr(Translator, "search", spy)
     trainer = _trainer(
         tmp_path,
         "run",
@@ -239,28 +235,3 @@ def test_bf16_autocast_on_cpu_trains_and_validates_with_fp32_weights(tmp_path):
     assert all(p.dtype == torch.float32 for p in bf16.model.parameters())
     assert result.best_checkpoint is not None  # validation decoded under autocast too
     assert bf16.progress.best_metric is not None
-
-
-@pytest.mark.parametrize("native", [True, False])
-def test_bf16_on_a_cpu_without_native_bf16_warns(native, monkeypatch, caplog):
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    monkeypatch.setattr(os, "environ", {})  # resolving bf16 sets the cache caps
-    cpu = torch.device("cpu")
-    with caplog.at_level(logging.WARNING, logger="seq2seq.runtime"):
-        assert resolve_precision("bf16", cpu) == torch.bfloat16
-        assert resolve_precision("auto", cpu) is None  # CPU autocast is opt-in
-    assert ("emulated" in caplog.text) is not native
-    with pytest.raises(ValueError, match="fp16 autocast needs CUDA"):
-        resolve_precision("fp16", cpu)
-    with pytest.raises(ValueError, match="precision must be one of"):
-        resolve_precision("half", cpu)
-
-
-def test_bf16_on_cpu_caps_the_onednn_caches_unless_the_user_set_them(monkeypatch):
-    monkeypatch.setattr(os, "environ", {"LRU_CACHE_CAPACITY": "256"})
-    resolve_precision("fp32", torch.device("cpu"))
-    assert "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in os.environ
-    resolve_precision("bf16", torch.device("cpu"))
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
-    assert os.environ["LRU_CACHE_CAPACITY"] == "256"

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from seq2seq.visualize import alignment_html
+from seq2seq.alignment.maps import AttentionMap
+from seq2seq.alignment.viewer import alignment_html
 
 pytestmark = pytest.mark.slow
 
@@ -155,16 +156,16 @@ def _page(tmp_path: Path) -> tuple[Path, np.ndarray, np.ndarray]:
     w = rng.dirichlet(np.ones(4), size=4)
     heads = rng.dirichlet(np.ones(4), size=(2, 4))
     items = [
-        {"src_tokens": SRC, "tgt_tokens": TGT, "weights": w, "gold": "0-0 2-1 1-2"},
-        {
-            "src_tokens": SRC,
-            "tgt_tokens": TGT,
-            "weights": heads.mean(0),
-            "heads": heads,
-            "attribution": w[::-1].copy(),
-            "spearman": 0.25,
-            "title": "multi-head <&>",
-        },
+        AttentionMap(SRC, TGT, w, gold="0-0 2-1 1-2"),
+        AttentionMap(
+            SRC,
+            TGT,
+            heads.mean(0),
+            heads=heads,
+            attribution=w[::-1].copy(),
+            spearman=0.25,
+            title="multi-head <&>",
+        ),
     ]
     path = tmp_path / "viewer.html"
     path.write_text(alignment_html(items), encoding="utf-8")

@@ -7,17 +7,18 @@ import pytest
 import torch
 from PIL import Image
 
-from seq2seq.visualize import (
-    ATTENTION_CAVEAT,
-    alignment_html,
+from seq2seq.alignment.links import to_pharaoh
+from seq2seq.alignment.maps import CAVEAT as ATTENTION_CAVEAT
+from seq2seq.alignment.maps import AttentionMap
+from seq2seq.alignment.render import (
     alignment_terminal,
     figure_to_array,
     figure_to_png,
-    merge_subwords,
     plot_alignment,
     plot_heads,
-    to_pharaoh,
 )
+from seq2seq.alignment.viewer import alignment_html
+from seq2seq.alignment.words import merge_subwords
 
 SRC = ["▁Ein", "▁Mann", "▁fährt", "▁Fahr", "rad", ".", "</s>"]
 TGT = ["▁A", "▁man", "▁rides", "▁a", "▁bi", "ke", ".", "</s>"]
@@ -118,14 +119,10 @@ def test_html_is_self_contained_with_tokens_and_hover_values():
     heads = np.stack([weights(seed=1), weights(seed=2)])
     page = alignment_html(
         [
-            {"src_tokens": SRC, "tgt_tokens": TGT, "weights": w, "title": "<one>"},
-            {
-                "src_tokens": SRC[:2],
-                "tgt_tokens": TGT[:2],
-                "weights": weights(2, 2),
-                "heads": heads[:, :2, :2],
-                "gold": "0-0 1?1",
-            },
+            AttentionMap(SRC, TGT, w, title="<one>"),
+            AttentionMap(
+                SRC[:2], TGT[:2], weights(2, 2), heads=heads[:, :2, :2], gold="0-0 1?1"
+            ),
         ]
     )
     assert page.startswith("<!DOCTYPE html>") and "<script>" in page

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from datasets import Dataset, DatasetDict
 
-from seq2seq.config import DataConfig
+from seq2seq.config import Corpus, DataConfig
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,6 @@ SPLIT_ALIASES = {
     "test": ("test",),
 }
 DEFAULT_HUB_ID = "bentrevett/multi30k"
-TABLE_EXTS = ("jsonl", "tsv", "csv")
 _TABLE = re.compile(r"^(?P<stem>.+)\.(?P<ext>jsonl|tsv|csv)$")
 _TEXT = re.compile(
     r"^(?P<stem>.+?)\.(?P<lang>[A-Za-z]{2,3}(?:[_-][A-Za-z0-9]+)?)(?:\.gz)?$"
@@ -60,30 +59,23 @@ class LoadedCorpus:
     filtered: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def load_corpus(cfg: DataConfig) -> DatasetDict:
-    """The corpus named by ``cfg`` as ``DatasetDict(train, validation, test)``."""
-    return read_corpus(cfg).splits
-
-
 def read_corpus(cfg: DataConfig) -> LoadedCorpus:
-    """Like ``load_corpus`` but also returns the filter counts."""
-    if cfg.name == "phrasebook":
+    """The corpus named by ``cfg`` as ``DatasetDict(train, validation, test)``, with
+    the counts of the pairs filtered on the way."""
+    name = Corpus(cfg.name)
+    if name == Corpus.phrasebook:
         from seq2seq.data.phrasebook import phrasebook_columns
 
         pb = cfg.phrasebook
         columns = phrasebook_columns(
             pb.train_size, pb.validation_size, pb.test_size, pb.seed
         )
-    elif cfg.name == "multi30k" and cfg.local_dir is None:
+    elif name == Corpus.multi30k and cfg.local_dir is None:
         columns = _from_hub(cfg.hub_id or DEFAULT_HUB_ID, cfg.src_lang, cfg.tgt_lang)
-    elif cfg.name in ("multi30k", "local"):
-        if cfg.local_dir is None:
-            raise CorpusError(f"data.name={cfg.name} needs data.local_dir (a folder)")
-        columns = _from_folder(Path(cfg.local_dir), cfg.src_lang, cfg.tgt_lang)
+    elif cfg.local_dir is None:
+        raise CorpusError(f"data.name={name} needs data.local_dir (a folder)")
     else:
-        raise CorpusError(
-            f"unknown corpus data.name={cfg.name!r}: phrasebook | multi30k | local"
-        )
+        columns = _from_folder(Path(cfg.local_dir), cfg.src_lang, cfg.tgt_lang)
     return _to_datasets(columns)
 
 

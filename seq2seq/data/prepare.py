@@ -28,26 +28,13 @@ from typing import Any
 from seq2seq.data import phrasebook, phrasebook_lexicon
 from seq2seq.data.batching import TokenBucketSampler, padding_fraction
 from seq2seq.data.corpus import SPLITS, read_corpus
+from seq2seq.data.splits import EncodedSplit
 from seq2seq.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
 CACHE_VERSION = 1
 TOKENIZER_SEED = 0
-
-
-@dataclass
-class EncodedSplit:
-    """One split as text and piece ids (no BOS/EOS); all lists have the same length."""
-
-    src_text: list[str]
-    tgt_text: list[str]
-    src_ids: list[list[int]]
-    tgt_ids: list[list[int]]
-    alignment: list[str] | None = None
-
-    def __len__(self) -> int:
-        return len(self.src_ids)
 
 
 @dataclass

@@ -27,7 +27,6 @@ PAD_ID = 0
 UNK_ID = 1
 BOS_ID = 2
 EOS_ID = 3
-SPECIAL_IDS = frozenset({PAD_ID, UNK_ID, BOS_ID, EOS_ID})
 _DROPPED_ON_DECODE = frozenset({PAD_ID, BOS_ID, EOS_ID})
 _TOO_HIGH = re.compile(
     r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)"

@@ -21,6 +21,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from seq2seq.config import AttentionType
+
 
 class Keys(NamedTuple):
     """What ``prepare`` computes once per batch.
@@ -246,18 +248,15 @@ ATTENTIONS: dict[str, type[Attention]] = {
 
 
 def build_attention(
-    name: str,
+    name: AttentionType | str,
     query_size: int,
     memory_size: int,
     dim: int | None = None,
     heads: int = 4,
 ) -> Attention:
     """The attention registered as ``name`` (``attention.type``); ``heads`` only for
-    multi-head. Raises ValueError listing the choices for an unknown name."""
-    if name not in ATTENTIONS:
-        raise ValueError(
-            f"unknown attention.type {name!r}; choose one of {sorted(ATTENTIONS)}"
-        )
-    if name == "multihead":
+    multi-head. An unknown name is a ValueError (``AttentionType``)."""
+    name = AttentionType(name)
+    if name == AttentionType.multihead:
         return MultiHeadAttention(query_size, memory_size, dim, heads)
     return ATTENTIONS[name](query_size, memory_size, dim)

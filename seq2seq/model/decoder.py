@@ -1,9 +1,15 @@
 """Target side: ``DecoderState`` and the Bahdanau-style and Luong-style GRU decoders.
 
-Both styles work with any attention from ``attention.py``. ``forward`` is teacher
-forcing over all target steps, ``step`` is one step for search; both go through the same
-``_step_features`` so they agree. Features are collected over the time loop and the
-vocabulary projection runs once afterwards (outside the loop).
+Both styles work with any attention from ``attention.py``. Each style is *defined* by
+its ``reference_step``: one target step, embedding and state in, features, new state
+and attention out. Search (``step``) and scheduled sampling run it as it is, and
+``reference_features`` loops it over the target steps: the definition of teacher
+forcing. ``forward`` (teacher forcing for training) runs ``fast_features`` instead, an
+optimisation of that loop that tests hold equal to it in value and gradient
+(``tests/test_decoder.py``): the embeddings' part of the GRU gates as one matmul before
+the loop, the output layer once after it, a hand-stepped GRU (``gru.py``) whose loop
+body can go through ``torch.compile``, and, for Luong without input feeding, no loop
+at all (one GRU call over all steps, one batched attention).
 
 Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding size,
 ``H`` decoder hidden size, ``L`` decoder layers, ``C`` context size, ``V`` vocabulary.
@@ -116,8 +122,8 @@ def _stack(outs: list[AttentionOutput]) -> tuple[Tensor, Tensor | None]:
 class Decoder(nn.Module):
     """Shared parts of both styles: embeddings, GRU, attention, output layer.
 
-    Subclasses define ``_rnn_input_size``, ``_feature_layer`` and ``_step_features``;
-    those with a teacher-forced step loop define its body as ``_recur``.
+    Subclasses define ``_rnn_input_size``, ``_feature_layer``, ``reference_step`` (the
+    model) and ``fast_features`` (its optimised teacher-forcing loop).
     """
 
     style: str
@@ -169,10 +175,17 @@ class Decoder(nn.Module):
     def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
         raise NotImplementedError
 
-    def _step_features(
+    def reference_step(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, DecoderState, AttentionOutput]:
-        """One step: emb ``(B, E)`` → features ``(B, H)``, new state, attention."""
+        """One step, the definition of the model: emb ``(B, E)`` → features
+        ``(B, H)``, new state, attention."""
+        raise NotImplementedError
+
+    def fast_features(
+        self, emb: Tensor, state: DecoderState
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """``reference_features``, computed faster (see the module docstring)."""
         raise NotImplementedError
 
     def init_state(self, memory: Tensor, mask: Tensor, hidden: Tensor) -> DecoderState:
@@ -189,27 +202,27 @@ class Decoder(nn.Module):
 
     @property
     def has_step_loop(self) -> bool:
-        """Whether teacher forcing steps through time (``_recur``) at all."""
+        """Whether ``fast_features`` steps through time at all."""
         return True
 
-    def _loop_body(self) -> Callable:
-        """``self._recur``, compiled when ``compile_loop`` is set."""
-        if not self.compile_loop:
-            return self._recur
-        return partial(compiled(type(self)._recur), self)
+    def _loop_body(self, fn: Callable) -> Callable:
+        """The loop body ``fn`` (a function of the class) bound to this decoder,
+        compiled when ``compile_loop`` is set."""
+        return partial(compiled(fn) if self.compile_loop else fn, self)
 
     def embed(self, tokens: Tensor) -> Tensor:
         """tokens ``(B, ...)`` → dropped-out embeddings ``(B, ..., E)``."""
         return self.emb_dropout(self.embedding(tokens))
 
-    def features(
+    def reference_features(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Teacher-forced features for all steps: emb ``(B, T, E)`` → features
-        ``(B, T, H)``, weights ``(B, T, S)``, head weights ``(B, h, T, S)`` or None."""
+        """Teacher forcing by definition, ``reference_step`` over all steps: emb
+        ``(B, T, E)`` → features ``(B, T, H)``, weights ``(B, T, S)``, head weights
+        ``(B, h, T, S)`` or None."""
         feats, outs = [], []
         for t in range(emb.size(1)):
-            feat, state, att = self._step_features(emb[:, t], state)
+            feat, state, att = self.reference_step(emb[:, t], state)
             feats.append(feat)
             outs.append(att)
         return (torch.stack(feats, dim=1), *_stack(outs))
@@ -234,7 +247,7 @@ class Decoder(nn.Module):
             if rows is None:
                 return out
             return out._replace(logits=out.logits.flatten(0, 1).index_select(0, rows))
-        feats, weights, heads = self.features(self.embed(tokens), state)
+        feats, weights, heads = self.fast_features(self.embed(tokens), state)
         if rows is not None:
             feats = feats.flatten(0, 1).index_select(0, rows)  # (N, H)
         return DecoderOutput(self.output(feats), weights, heads)
@@ -242,7 +255,8 @@ class Decoder(nn.Module):
     def _forward_sampled(
         self, tokens: Tensor, state: DecoderState, ratio: float
     ) -> DecoderOutput:
-        """Scheduled sampling (Bengio et al., 2015): the step loop, logits per step."""
+        """Scheduled sampling (Bengio et al., 2015): each input may be the previous
+        prediction, so the reference step runs, with the logits at every step."""
         use_pred = torch.rand(tokens.shape, device=tokens.device) < ratio  # (B, T)
         logits, outs = [], []
         prev = tokens[:, 0]
@@ -250,7 +264,7 @@ class Decoder(nn.Module):
             if t > 0:
                 pred = logits[-1].argmax(dim=-1)
                 prev = torch.where(use_pred[:, t], pred, tokens[:, t])
-            feat, state, att = self._step_features(self.embed(prev), state)
+            feat, state, att = self.reference_step(self.embed(prev), state)
             logits.append(self.output(feat))
             outs.append(att)
         return DecoderOutput(torch.stack(logits, dim=1), *_stack(outs))
@@ -260,7 +274,7 @@ class Decoder(nn.Module):
     ) -> tuple[Tensor, DecoderState, Tensor]:
         """prev_tokens ``(B,)`` → log_probs ``(B, V)`` (float32), new state, weights
         ``(B, S)``."""
-        feat, state, att = self._step_features(self.embed(prev_tokens), state)
+        feat, state, att = self.reference_step(self.embed(prev_tokens), state)
         log_probs = F.log_softmax(self.output(feat).float(), dim=-1)
         return log_probs, state, att.weights
 
@@ -280,10 +294,11 @@ class BahdanauDecoder(Decoder):
     def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
         return nn.Linear(self.hidden_size + context_size + emb_dim, self.hidden_size)
 
-    def _recur(
+    def _loop_step(
         self, gru: StackedGRU, gi_emb: Tensor, hidden: list[Tensor], keys: Keys
     ) -> tuple[list[Tensor], AttentionOutput]:
-        """The recurrent part of a step: attend with s_{t-1}, update the GRU."""
+        """The body of ``fast_features``'s loop, the recurrent part of
+        ``reference_step``: attend with s_{t-1}, update the GRU."""
         att = self.attention.attend(hidden[-1], keys)  # c_t (B, C)
         return gru.step(gi_emb, att.context, hidden), att
 
@@ -291,18 +306,18 @@ class BahdanauDecoder(Decoder):
         """``tanh(W [s; c; e])`` for one step ``(B, ·)`` or all steps ``(B, T, ·)``."""
         return torch.tanh(self.feature(torch.cat([s, context, emb], dim=-1)))
 
-    def _step_features(
+    def reference_step(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, DecoderState, AttentionOutput]:
-        # One step (search): nn.GRU on the concatenated input is faster here than
-        # the hand-stepped cell (measured: greedy 134 vs 102 sent/s).
+        # nn.GRU on the concatenated input is faster for one step (search) than the
+        # hand-stepped cell (measured: greedy 134 vs 102 sent/s).
         att = self.attention.attend(state.hidden[-1], state.keys)  # c_t (B, C)
         rnn_in = torch.cat([emb, att.context], dim=-1).unsqueeze(1)  # (B, 1, E + C)
         out, hidden = self.rnn(rnn_in, state.hidden)
         feat = self._deep_output(out[:, 0], att.context, emb)
         return feat, DecoderState(hidden, state.feed, state.keys), att
 
-    def features(
+    def fast_features(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """The step loop holds only what depends on the recurrence: the embeddings'
@@ -311,7 +326,7 @@ class BahdanauDecoder(Decoder):
         gru = StackedGRU(self.rnn, emb.size(-1), self.training)
         gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H), all steps at once
         hidden = list(state.hidden.unbind(0))
-        recur = self._loop_body()
+        recur = self._loop_body(BahdanauDecoder._loop_step)
         tops, contexts, outs = [], [], []
         for gi_emb in gates.unbind(0):
             hidden, att = recur(gru, gi_emb, hidden, state.keys)
@@ -328,7 +343,7 @@ class LuongDecoder(Decoder):
     ``h_t = GRU([e(y_{t-1}); h̃_{t-1}], h_{t-1})`` (h̃_{t-1} only with input feeding);
     ``c_t = attend(h_t)``; attentional hidden ``h̃_t = tanh(W_c [c_t; h_t])``.
     Without input feeding the steps are independent given the GRU outputs, so
-    ``features`` runs the GRU over all steps in one call and attends once (fast path).
+    ``fast_features`` runs the GRU over all steps in one call and attends once.
     """
 
     style = "luong"
@@ -361,7 +376,7 @@ class LuongDecoder(Decoder):
             pre = torch.addmm(pre, att.context, w_c)
         return torch.tanh(pre), att
 
-    def _recur(
+    def _fed_loop_step(
         self,
         gru: StackedGRU,
         gi_emb: Tensor,
@@ -370,13 +385,14 @@ class LuongDecoder(Decoder):
         keys: Keys,
         weights: tuple[Tensor, Tensor],
     ) -> tuple[list[Tensor], Tensor, AttentionOutput]:
-        """The recurrent part of a step with input feeding: update the GRU with
-        h̃_{t-1}, attend with h_t; ``weights`` from ``_split_feature``."""
+        """The body of the input-feeding loop, ``reference_step`` on the hoisted
+        gates: update the GRU with h̃_{t-1}, attend with h_t; ``weights`` from
+        ``_split_feature``."""
         hidden = gru.step(gi_emb, feed, hidden)
         feed, att = self._attentional(hidden[-1], keys, *weights)
         return hidden, feed, att
 
-    def _step_features(
+    def reference_step(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, DecoderState, AttentionOutput]:
         rnn_in = torch.cat([emb, state.feed], dim=-1).unsqueeze(1)  # (B, 1, E + F)
@@ -385,7 +401,7 @@ class LuongDecoder(Decoder):
         feed = feat if self.input_feeding else state.feed
         return feat, DecoderState(hidden, feed, state.keys), att
 
-    def features(
+    def fast_features(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         if self.input_feeding:
@@ -404,7 +420,7 @@ class LuongDecoder(Decoder):
         gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H)
         hidden, feed = list(state.hidden.unbind(0)), state.feed
         weights = self._split_feature()
-        recur = self._loop_body()
+        recur = self._loop_body(LuongDecoder._fed_loop_step)
         feats, outs = [], []
         for gi_emb in gates.unbind(0):
             hidden, feed, att = recur(gru, gi_emb, hidden, feed, state.keys, weights)

@@ -10,8 +10,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from seq2seq.config import ModelConfig
-from seq2seq.model.attention import ATTENTIONS, build_attention
+from seq2seq.config import AttentionType, Bridge, DecoderStyle, ModelConfig
+from seq2seq.model.attention import build_attention
 from seq2seq.model.decoder import DECODERS, Decoder, DecoderState
 from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
 
@@ -77,24 +77,11 @@ def _check(ok: bool, message: str) -> None:
         raise ValueError(message)
 
 
-def validate_model_config(cfg: ModelConfig) -> str:
-    """Raise ValueError on a bad value; return the decoder style."""
+def validate_model_config(cfg: ModelConfig) -> DecoderStyle:
+    """Raise ValueError on a bad size or rate; return the decoder style. (Choices are
+    ``Enum`` fields, checked when the config is composed.)"""
     att = cfg.attention
-    style = cfg.decoder.style or att.style
-    _check(
-        att.type in ATTENTIONS,
-        f"unknown model.attention.type {att.type!r}; "
-        f"choose one of {sorted(ATTENTIONS)}",
-    )
-    _check(
-        style in DECODERS,
-        f"unknown decoder style {style!r} (model.decoder.style or "
-        f"model.attention.style); choose one of {sorted(DECODERS)}",
-    )
-    _check(
-        cfg.bridge in BRIDGES,
-        f"unknown model.bridge {cfg.bridge!r}; choose one of {sorted(BRIDGES)}",
-    )
+    style = DecoderStyle(cfg.decoder.style or att.style)
     sizes = {
         "model.emb_dim": cfg.emb_dim,
         "model.encoder.hidden_size": cfg.encoder.hidden_size,
@@ -150,9 +137,9 @@ def build_model(
         emb_dropout=cfg.emb_dropout,
     )
     hd = cfg.decoder.hidden_size
-    bridge = BRIDGES[cfg.bridge](encoder.output_size, hd, cfg.decoder.layers)
+    bridge = BRIDGES[Bridge(cfg.bridge)](encoder.output_size, hd, cfg.decoder.layers)
     attention = build_attention(
-        cfg.attention.type,
+        AttentionType(cfg.attention.type),
         hd,
         encoder.output_size,
         cfg.attention.dim,

@@ -1,0 +1,99 @@
+"""Attention versus attribution: which source tokens the output is *sensitive* to.
+
+Attention weights say how the decoder mixed the source states; gradient × input says
+how much the log-probability of each target token would move if a source token's
+embedding were scaled: ``a_ts = |Σ_d ∂ log p(y_t) / ∂x_sd · x_sd|``, normalised per
+target row. Neither is a causal explanation; where they disagree, the attention map
+alone would mislead. Their agreement is summarised by a Spearman rank correlation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from seq2seq.alignment.extract import without_eos
+from seq2seq.data.batching import collate
+from seq2seq.decoding.translator import Translator
+
+
+def grad_times_input(
+    fn: Callable[[Tensor], Tensor], inputs: Tensor, normalize: bool = True
+) -> Tensor:
+    """Gradient × input of each output of ``fn`` with respect to each input row.
+
+    Args:
+        fn: maps inputs ``(S, D)`` to scores ``(T,)`` (log-probabilities).
+        inputs: ``(S, D)`` the points (source embeddings) to explain.
+        normalize: divide each row of the result by its sum (all-zero rows stay 0).
+
+    Returns ``(T, S)``: ``|Σ_d ∂fn(x)_t / ∂x_sd · x_sd|``.
+    """
+    x = inputs.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        scores = fn(x)  # (T,)
+        rows = []
+        for t in range(scores.size(0)):
+            (grad,) = torch.autograd.grad(scores[t], x, retain_graph=True)
+            rows.append((grad * x.detach()).sum(dim=-1).abs())  # (S,)
+    out = torch.stack(rows) if rows else x.new_zeros(0, x.size(0))  # (T, S)
+    if normalize:
+        total = out.sum(dim=-1, keepdim=True)
+        out = torch.where(total > 0, out / total.clamp_min(1e-30), out)
+    return out
+
+
+def model_attribution(
+    translator: Translator, src_ids: list[int], tgt_ids: list[int]
+) -> Tensor:
+    """Gradient × input attribution ``(T + 1, S + 1)`` of a teacher-forced pair.
+
+    Rows follow the attention's rows (the target pieces, then end-of-sentence); columns
+    its columns (the source pieces, then the source EOS). Dropout is off (eval mode);
+    the gradients are taken in fp32, whatever the translator's precision.
+    """
+    model = translator.model
+    model.eval()
+    batch = collate([(0, list(src_ids), without_eos(tgt_ids))]).to(translator.device)
+    embedding = model.encoder.embedding
+    base = embedding(batch.src)[0].detach()  # (S, E)
+
+    def log_probs(x: Tensor) -> Tensor:
+        handle = embedding.register_forward_hook(lambda m, i, o: x.unsqueeze(0))
+        try:
+            out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
+        finally:
+            handle.remove()
+        lp = torch.log_softmax(out.logits[0].float(), dim=-1)  # (T, V)
+        return lp.gather(1, batch.tgt_out[0].unsqueeze(1)).squeeze(1)  # (T,)
+
+    return grad_times_input(log_probs, base)
+
+
+def rank(values: np.ndarray) -> np.ndarray:
+    """Ranks (1-based) of a 1-D array; ties get the mean of their ranks."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[order] = np.arange(1, len(values) + 1)
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return (sums / counts)[inverse]
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation of two equally shaped arrays (flattened).
+
+    NaN when either side is constant (its ranks have no spread).
+    """
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
+    ra, rb = rank(a), rank(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    denom = float(np.sqrt((ra * ra).sum() * (rb * rb).sum()))
+    return float((ra * rb).sum() / denom) if denom > 0 else float("nan")

@@ -1,0 +1,81 @@
+"""Does the attention align? AER of attention read out on force-decoded references.
+
+Gold word alignments (Pharaoh ``i-j`` sure / ``i?j`` possible over whitespace words)
+are compared with hard links read from the attention the model computes while it is
+teacher-forced through the *reference* (never its own hypothesis: gold indices refer to
+the reference's words). Two readouts (see ``words.word_alignment_from_attention``):
+``argmax`` takes the step that predicts the word; ``shifted`` the step where the word is
+the decoder's input. End-of-sentence rows and columns never become links.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from seq2seq.alignment.links import Link, aer, parse_pharaoh
+from seq2seq.alignment.words import regroup, word_alignment_from_attention
+from seq2seq.data.splits import EncodedSplit
+from seq2seq.decoding.translator import Translator
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AlignmentScores:
+    """Corpus AER (fractions in [0, 1]) of the two readouts."""
+
+    aer: float
+    aer_shifted: float
+    n_sentences: int
+    skipped: int = 0  # pairs whose pieces did not regroup into the gold's words
+
+    def summary(self) -> str:
+        line = (
+            f"AER {100 * self.aer:.1f}% (argmax) {100 * self.aer_shifted:.1f}% "
+            f"(shifted) on references (n={self.n_sentences}"
+        )
+        return line + (f", {self.skipped} skipped)" if self.skipped else ")")
+
+
+def alignment_scores(
+    translator: Translator, split: EncodedSplit
+) -> AlignmentScores | None:
+    """AER of both readouts against ``split.alignment``; None when there is no gold.
+
+    Pairs whose pieces do not regroup into as many words as the gold's whitespace
+    tokens (an ``<unk>`` inside a word, say) are skipped and counted.
+    """
+    if split.alignment is None:
+        return None
+    matrices = [att.weights for att in translator.forced_attention(split)]
+    tokenizer = translator.tokenizer
+    predicted: list[set[Link]] = []
+    shifted: list[set[Link]] = []
+    sure: list[set[Link]] = []
+    possible: list[set[Link]] = []
+    skipped = 0
+    for k, w in enumerate(matrices):
+        src = tokenizer.src_pieces(list(split.src_ids[k]))
+        tgt = tokenizer.tgt_pieces(list(split.tgt_ids[k]))
+        if (
+            regroup(src, split.src_text[k]) is None
+            or regroup(tgt, split.tgt_text[k]) is None
+        ):
+            skipped += 1
+            continue
+        predicted.append(word_alignment_from_attention(w, src, tgt))
+        shifted.append(word_alignment_from_attention(w, src, tgt, shifted=True))
+        s, p = parse_pharaoh(split.alignment[k])
+        sure.append(s)
+        possible.append(p)
+    if skipped:
+        log.warning(
+            "AER: skipped %d pairs whose pieces are not the gold's words", skipped
+        )
+    return AlignmentScores(
+        aer=aer(predicted, sure, possible),
+        aer_shifted=aer(shifted, sure, possible),
+        n_sentences=len(predicted),
+        skipped=skipped,
+    )

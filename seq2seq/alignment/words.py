@@ -1,0 +1,151 @@
+"""Pieces → words: the one place where SentencePiece pieces are grouped into
+whitespace words, for AER, guided alignment, the exports, the heatmaps and the viewer.
+
+A piece starting with ``▁`` starts a word; control pieces (``</s>``) are never words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from seq2seq.alignment.links import Link
+from seq2seq.alignment.maps import AttentionMap, as_matrix, as_numpy
+
+WORD_START = "\u2581"  # SentencePiece's "▁": the piece starts a new word
+_SPECIAL = re.compile(r"^<[^<>\s]+>$")  # </s>, <s>, <pad>, <unk>
+
+
+def is_special(piece: str) -> bool:
+    """True for control pieces such as ``</s>``, ``<s>``, ``<pad>``, ``<unk>``."""
+    return bool(_SPECIAL.match(piece))
+
+
+def group_pieces(pieces: Sequence[str]) -> list[tuple[str, list[int]]]:
+    """Group SentencePiece pieces into words: ``[(word, [piece indices]), ...]``.
+
+    A piece starting with ``▁`` starts a word; others continue the previous word.
+    A special piece (``</s>``) is a group of its own; the piece after it starts a word.
+    """
+    groups: list[tuple[str, list[int]]] = []
+    open_word = False
+    for k, piece in enumerate(pieces):
+        if is_special(piece):
+            groups.append((piece, [k]))
+            open_word = False
+        elif piece.startswith(WORD_START) or not open_word:
+            groups.append((piece, [k]))
+            open_word = True
+        else:
+            text, idx = groups[-1]
+            groups[-1] = (text + piece, [*idx, k])
+    return [(_word_text(text), idx) for text, idx in groups]
+
+
+def word_pieces(pieces: Sequence[str]) -> list[list[int]]:
+    """Piece indices of each whitespace word (control pieces are not words)."""
+    return [idx for text, idx in group_pieces(pieces) if not is_special(text)]
+
+
+def regroup(pieces: Sequence[str], text: str) -> list[list[int]] | None:
+    """``word_pieces`` when they are the words of ``text`` (as many as its whitespace
+    tokens), else None: gold links count those words, so an ``<unk>`` inside a word,
+    say, leaves a pair that cannot be compared."""
+    words = word_pieces(pieces)
+    return words if len(words) == len(text.split()) else None
+
+
+def word_groups(tokens: Sequence[str]) -> list[list[int]]:
+    """Token indices of each whitespace word (specials excluded), whether ``tokens``
+    are pieces (some start with ``▁``) or already words (a map after ``merged``)."""
+    if any(t.startswith(WORD_START) for t in tokens):
+        return word_pieces(tokens)
+    return [[k] for k, t in enumerate(tokens) if not is_special(t)]
+
+
+def _word_text(text: str) -> str:
+    stripped = text.replace(WORD_START, "")
+    return stripped if stripped else WORD_START
+
+
+def word_alignment_from_attention(
+    weights: Any,
+    src_pieces: Sequence[str],
+    tgt_pieces: Sequence[str],
+    shifted: bool = False,
+) -> set[Link]:
+    """Hard word alignment ``{(i, j)}`` from piece-level attention.
+
+    Args:
+        weights: ``(T, S)`` attention over pieces; row ``t`` is the step that predicts
+            target piece ``t``. It may carry one more row / column than there are pieces
+            (the end-of-sentence step / source EOS); special pieces and that extra
+            row / column never become words.
+        src_pieces, tgt_pieces: SentencePiece pieces (``▁`` starts a word).
+        shifted: use the step where the target piece is the decoder *input* (row
+            ``t + 1``), i.e. the attention right after the word was emitted; the last
+            piece falls back to the EOS row (or to the last row when there is none).
+
+    A source word's weight is the sum over its pieces; a target word's row is the mean
+    of its pieces' rows; each target word links to its argmax source word.
+    """
+    w = np.asarray(as_numpy(weights), dtype=np.float64)
+    n_t, n_s = len(tgt_pieces), len(src_pieces)
+    if (
+        w.ndim != 2
+        or w.shape[0] not in (n_t, n_t + 1)
+        or w.shape[1] not in (n_s, n_s + 1)
+    ):
+        raise ValueError(
+            f"weights of shape {tuple(w.shape)} do not fit {n_t} target and {n_s} "
+            "source pieces (one extra EOS row/column is allowed)"
+        )
+    src_words, tgt_words = word_pieces(src_pieces), word_pieces(tgt_pieces)
+    if not src_words or not tgt_words:
+        return set()
+    columns = np.stack([w[:, idx].sum(axis=1) for idx in src_words], axis=1)  # (T, Ws)
+    links: set[Link] = set()
+    for j, idx in enumerate(tgt_words):
+        rows = [min(t + 1, w.shape[0] - 1) for t in idx] if shifted else idx
+        links.add((int(np.argmax(columns[rows].mean(axis=0))), j))
+    return links
+
+
+def merge_subwords(
+    weights: Any, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+) -> tuple[np.ndarray, list[str], list[str]]:
+    """Merge SentencePiece pieces (``▁`` starts a word) into words.
+
+    Source columns of one word are summed (so rows still sum to 1); target rows of one
+    word are averaged. Specials such as ``</s>`` stay tokens of their own.
+    Returns ``(weights (T_words, S_words), src_words, tgt_words)``.
+    """
+    w = as_matrix(weights, len(src_pieces), len(tgt_pieces))
+    src_groups, tgt_groups = group_pieces(src_pieces), group_pieces(tgt_pieces)
+    cols = np.stack([w[:, idx].sum(axis=1) for _, idx in src_groups], axis=1)
+    rows = np.stack([cols[idx].mean(axis=0) for _, idx in tgt_groups], axis=0)
+    return rows, [t for t, _ in src_groups], [t for t, _ in tgt_groups]
+
+
+def merged(att: AttentionMap) -> AttentionMap:
+    """The same map over words: pieces merged (``merge_subwords``) in the weights, the
+    heads and the attribution alike."""
+
+    def merge(matrix):
+        return merge_subwords(matrix, att.src_tokens, att.tgt_tokens)[0]
+
+    weights, src, tgt = merge_subwords(att.weights, att.src_tokens, att.tgt_tokens)
+    heads = None if att.heads is None else np.stack([merge(h) for h in att.heads])
+    attr = None if att.attribution is None else merge(att.attribution)
+    return replace(
+        att,
+        src_tokens=src,
+        tgt_tokens=tgt,
+        weights=weights,
+        heads=heads,
+        attribution=attr,
+    )

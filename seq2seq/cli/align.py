@@ -1,0 +1,116 @@
+"""``seq2seq-align``: show where a trained model looked, for a text or a split.
+
+The sentences are decoded (or forced through their references), force-decoded in one
+batched pass for their attention maps, then rendered (PNG, HTML, terminal) or
+exported (Pharaoh, JSON, npy). Attention weights describe how the model mixed the
+source states; they are not a causal explanation of its output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from seq2seq.cli.app import command, load_translator, run_dir
+
+
+def _sentences(cfg: DictConfig, translator):
+    """The pairs to show (text or split selection) and a title for each."""
+    from seq2seq.data.splits import encode_corpus_split
+
+    if cfg.text is not None:
+        refs = [cfg.reference] if cfg.reference is not None else None
+        return translator.encode([cfg.text], refs), ["text"]
+    if cfg.split is None:
+        raise ValueError('give text="..." or split=NAME (optionally index=[...])')
+    full = encode_corpus_split(translator.config.data, translator.tokenizer, cfg.split)
+    n = len(full)
+    indices = list(range(n)) if cfg.index is None else list(cfg.index)
+    bad = [i for i in indices if not 0 <= i < n]
+    if bad:
+        raise IndexError(f"index {bad} out of range: split {cfg.split!r} has {n} pairs")
+    return full.select(indices), [f"{cfg.split} {i}" for i in indices]
+
+
+def collect(cfg: DictConfig, translator) -> list:
+    """The sentences the user asked for, decoded or forced to their references, as
+    attention maps. Gold links are attached only when the references are forced:
+    their indices count the reference's words, not a hypothesis's."""
+    from seq2seq.alignment.attribution import model_attribution, spearman
+    from seq2seq.alignment.extract import attention_maps, forced_split
+
+    split, titles = _sentences(cfg, translator)
+    forced = cfg.reference is not None or (cfg.split is not None and cfg.references)
+    if not forced:
+        hyps = translator.hypotheses(split)
+        split = forced_split(split, [h.tokens for h in hyps])
+    maps = attention_maps(
+        translator, split, titles, with_gold=forced and cfg.text is None
+    )
+    if cfg.attribution:
+        for att, src, tgt in zip(maps, split.src_ids, split.tgt_ids, strict=True):
+            att.attribution = model_attribution(translator, src, tgt).cpu().numpy()
+            att.spearman = spearman(att.weights, att.attribution)
+    return maps
+
+
+def emit(cfg: DictConfig, out_dir: Path, name: str, text: str) -> Path:
+    """Write one text file (``output=`` or ``name`` in the run directory)."""
+    path = Path(cfg.output) if cfg.output else out_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path}")
+    return path
+
+
+def run_align(cfg: DictConfig, out_dir: Path) -> Path | None:
+    """Render or export the attention of the requested sentences."""
+    from seq2seq.alignment import export
+    from seq2seq.alignment.maps import CAVEAT
+    from seq2seq.alignment.render import alignment_terminal
+    from seq2seq.alignment.viewer import alignment_html
+    from seq2seq.alignment.words import merged
+    from seq2seq.config import AlignFormat
+
+    translator = load_translator(cfg)
+    items = collect(cfg, translator)
+    print(CAVEAT)
+    for att in items:
+        if att.spearman is not None:
+            rho = att.spearman
+            print(f"{att.title}: Spearman rho(attention, attribution) = {rho:.3f}")
+    fmt = AlignFormat(cfg.format)
+    if cfg.merge_subwords and not (fmt == AlignFormat.pharaoh and cfg.words):
+        items = [merged(a) for a in items]  # words=true regroups the pieces itself
+    if fmt == AlignFormat.pharaoh:
+        lines = [
+            export.pharaoh_line(a, cfg.words, cfg.shifted, cfg.threshold) for a in items
+        ]
+        return emit(cfg, out_dir, "alignments.txt", "".join(x + "\n" for x in lines))
+    if fmt == AlignFormat.terminal:
+        for att in items:
+            print(att.title)
+            print(alignment_terminal(att.weights, att.src_tokens, att.tgt_tokens))
+            if att.attribution is not None:
+                print("attribution (gradient x input):")
+                print(
+                    alignment_terminal(att.attribution, att.src_tokens, att.tgt_tokens)
+                )
+        return None
+    if fmt == AlignFormat.html:
+        return emit(cfg, out_dir, "alignments.html", alignment_html(items))
+    if fmt == AlignFormat.json:
+        return emit(cfg, out_dir, "alignments.json", export.json_text(items))
+    folder = Path(cfg.output) if cfg.output else out_dir / "alignments"
+    write = export.write_png if fmt == AlignFormat.png else export.write_npy
+    write(items, folder)
+    print(f"wrote {len(items)} {fmt} file(s) to {folder}")
+    return folder
+
+
+def _align(cfg: DictConfig) -> None:
+    run_align(cfg, run_dir())
+
+
+main = command("align", _align)

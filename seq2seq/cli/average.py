@@ -1,0 +1,37 @@
+"""``seq2seq-average``: one checkpoint whose weights are the mean of several.
+
+Averaging the last few epoch checkpoints of a run (``trainer.keep_last``) smooths the
+noise of the final updates; whether it helps is for the validation split to say
+(docs/results.md). The result is an inference checkpoint
+(``model.checkpoint.write_average``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from seq2seq.model.checkpoint import CheckpointError, write_average
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="seq2seq-average",
+        description="Average the weights of several checkpoints of one run into a "
+        "new checkpoint for seq2seq-evaluate/translate/align "
+        "(e.g. the files kept by trainer.keep_last).",
+    )
+    parser.add_argument("checkpoints", nargs="+", type=Path, help="checkpoint files")
+    parser.add_argument(
+        "-o", "--output", type=Path, required=True, help="where to write the average"
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        path = write_average(args.checkpoints, args.output)
+    except CheckpointError as err:
+        parser.exit(2, f"seq2seq-average: error: {err}\n")
+    names = ", ".join(p.name for p in args.checkpoints)
+    print(f"averaged {len(args.checkpoints)} checkpoints ({names}) into {path}")

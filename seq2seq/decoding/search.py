@@ -1,0 +1,361 @@
+"""Batched greedy and beam search → ``Hypothesis(tokens, score, attention, finished)``.
+
+Both searches run over all sentences (× beams) at once with tensor operations; Python
+loops over sentences only collect the results at the end. The model is put in eval mode
+for the search and restored afterwards.
+
+Beam search keeps ``K`` live hypotheses per sentence. At every step the extensions of
+the live beams are ranked; an end-of-sentence (EOS) extension ranking in the top ``K``
+leaves the beam for the sentence's pool of finished hypotheses (scored with the GNMT
+length penalty ``raw / ((5 + len) / 6)^α``), and the ``K`` best other extensions stay
+live. The search does not stop when the best hypothesis first ends: a sentence is done
+when it holds ``n_best`` finished hypotheses and no live one can beat the worst of them
+(raw scores only fall, so ``raw / max lp`` over the remaining lengths bounds any
+finished score), or when it reaches its maximum length ``⌊a·|src| + b⌋``; a sentence
+with fewer finished hypotheses is topped up with its best live (unfinished) ones.
+A sentence that is done leaves the decoder's batch: later steps run only for the
+sentences still searching. ``stop="best"`` ends a sentence earlier, as JoeyNMT and
+OpenNMT-py do: as soon as its ``n_best`` finished hypotheses score at least as well as
+its best live one does now (the live one might still have overtaken them later).
+With ``α = 0`` and ``K = 1`` this is exactly greedy search; with ``α > 0`` a beam of one
+may continue past greedy's EOS and return a longer hypothesis with a better penalised
+score. PAD and BOS are never generated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from seq2seq.config import Stop
+from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Hypothesis:
+    """tokens (ending with EOS when finished); score (beam: length-penalised
+    log-probability; greedy: the plain sum of log-probabilities); attention
+    ``(len(tokens), S_real)``, one row per generated token, the EOS row included."""
+
+    tokens: list[int]
+    score: float
+    attention: Tensor
+    finished: bool
+
+
+def length_penalty(length: Any, alpha: float) -> Any:
+    """GNMT length penalty ``((5 + length) / 6) ** alpha`` (numbers or tensors)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_lengths(src_lengths: Tensor, a: float, b: float) -> Tensor:
+    """Maximum output length per sentence (tokens incl. EOS): ``⌊a·|src| + b⌋ ≥ 1``,
+    where ``|src|`` counts the source pieces and their EOS."""
+    return (a * src_lengths.double() + b).floor().long().clamp(min=1)
+
+
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def _mask_specials(log_probs: Tensor) -> Tensor:
+    """Never generate PAD or BOS."""
+    return log_probs.index_fill(
+        -1, log_probs.new_tensor([PAD_ID, BOS_ID]).long(), NEG_INF
+    )
+
+
+def greedy_search(
+    model: nn.Module,
+    src: Tensor,
+    src_lengths: Tensor,
+    src_mask: Tensor,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+) -> list[Hypothesis]:
+    """Argmax decoding of a batch: src ``(B, S)``, src_lengths ``(B,)`` (CPU), src_mask
+    ``(B, S)`` → one ``Hypothesis`` per sentence, in batch order."""
+    with _eval_mode(model):
+        b, device = src.size(0), src.device
+        state = model.init_state(model.encode(src, src_lengths, src_mask))
+        limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)
+        prev = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
+        scores = torch.zeros(b, device=device)
+        lengths = torch.zeros(b, dtype=torch.long, device=device)
+        # Finished sentences leave the decoder's batch, as in beam search: the step
+        # runs only for the ``active`` ones, whose results are scattered back.
+        active = torch.arange(b, device=device)
+        tokens, rows = [], []
+        for _ in range(int(limits.max())):
+            log_probs, state, weights = model.step(prev, state)
+            best, prev = _mask_specials(log_probs).max(dim=-1)  # (n,)
+            scores.index_add_(0, active, best.to(scores.dtype))
+            lengths.index_add_(0, active, torch.ones_like(active))
+            tokens.append(_scatter_rows((prev,), active, b, PAD_ID)[0])
+            rows.append(_scatter_rows((weights.float(),), active, b, 0.0)[0])
+            ended = (prev == EOS_ID) | (lengths[active] >= limits[active])
+            if bool(ended.all()):
+                break
+            keep = (~ended).nonzero().squeeze(1)
+            state, prev, active = state.select(keep), prev[keep], active[keep]
+        all_tokens = torch.stack(tokens, dim=1).tolist()  # (B, T)
+        attention = torch.stack(rows, dim=1).cpu()  # (B, T, S)
+        hyps = []
+        for i, (n, s) in enumerate(
+            zip(lengths.tolist(), src_lengths.tolist(), strict=True)
+        ):
+            toks = all_tokens[i][:n]
+            att = attention[i, :n, :s]
+            hyps.append(Hypothesis(toks, float(scores[i]), att, toks[-1] == EOS_ID))
+        return hyps
+
+
+class _Pool:
+    """The best ``n`` finished hypotheses per sentence, as tensors ``(B, n)``: penalised
+    score, raw score, the step that produced EOS and the live beam it extended."""
+
+    def __init__(self, b: int, n: int, device: torch.device) -> None:
+        self.score = torch.full((b, n), NEG_INF, device=device)
+        self.raw = torch.full((b, n), NEG_INF, device=device)
+        self.step = torch.zeros(b, n, dtype=torch.long, device=device)
+        self.beam = torch.zeros(b, n, dtype=torch.long, device=device)
+
+    def add(self, score: Tensor, raw: Tensor, step: int) -> None:
+        """score, raw ``(B, K)`` for EOS extensions of beams 0..K-1 at ``step``."""
+        n = self.score.size(1)
+        merged = torch.cat([self.score, score], dim=1)
+        self.score, idx = merged.topk(n, dim=1)
+        beams = torch.arange(score.size(1), device=score.device).expand_as(score)
+        self.raw = torch.cat([self.raw, raw], dim=1).gather(1, idx)
+        self.step = torch.cat([self.step, torch.full_like(beams, step)], 1).gather(
+            1, idx
+        )
+        self.beam = torch.cat([self.beam, beams], dim=1).gather(1, idx)
+
+
+class _History:
+    """Back-pointers per step: tokens and parents ``(B, K)`` of the live beams, weights
+    ``(B, K, S)`` of the beams that were extended."""
+
+    def __init__(self) -> None:
+        self.tokens: list[Tensor] = []
+        self.parents: list[Tensor] = []
+        self.weights: list[Tensor] = []
+
+    def freeze(self) -> None:
+        self.tok = torch.stack(self.tokens).tolist()  # [T][B][K]
+        self.par = torch.stack(self.parents).tolist()
+        self.att = torch.stack(self.weights).float().cpu()  # (T, B, K, S)
+
+    def path(self, b: int, step: int, beam: int) -> tuple[list[int], list[Tensor]]:
+        """Tokens and attention rows of live beam ``beam`` of sentence ``b`` after
+        ``step`` (back to the first step)."""
+        tokens, rows = [], []
+        for s in range(step, -1, -1):
+            parent = self.par[s][b][beam]
+            tokens.append(self.tok[s][b][beam])
+            rows.append(self.att[s, b, parent])
+            beam = parent
+        return tokens[::-1], rows[::-1]
+
+    def hypothesis(
+        self, b: int, step: int, beam: int, score: float, eos: bool, s_real: int
+    ) -> Hypothesis:
+        """Finished (``eos``: beam ``beam`` before ``step`` + EOS at ``step``) or
+        live (beam ``beam`` after ``step``) hypothesis."""
+        if eos:
+            tokens, rows = self.path(b, step - 1, beam)
+            tokens.append(EOS_ID)
+            rows.append(self.att[step, b, beam])
+        else:
+            tokens, rows = self.path(b, step, beam)
+        attention = torch.stack(rows)[:, :s_real]
+        return Hypothesis(tokens, score, attention, eos)
+
+
+def _step_candidates(
+    log_probs: Tensor, scores: Tensor, alpha: float, length: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """log_probs ``(B, K, V)``, live raw scores ``(B, K)`` → EOS (penalised, raw) scores
+    ``(B, K)`` (``-inf`` unless within the step's top K) and the K best non-EOS
+    extensions (raw scores, flat indices into K×V)."""
+    k = scores.size(1)
+    cand = scores.unsqueeze(-1) + log_probs  # (B, K, V) raw scores, ``length`` tokens
+    kth = cand.flatten(1).topk(k, dim=1).values[:, -1:]  # (B, 1)
+    eos_raw = cand[:, :, EOS_ID].clone()
+    keep = eos_raw >= kth
+    eos_pen = (eos_raw / length_penalty(length, alpha)).masked_fill(~keep, NEG_INF)
+    cand[:, :, EOS_ID] = NEG_INF
+    top, idx = cand.flatten(1).topk(k, dim=1)  # (B, K)
+    return eos_pen, eos_raw, top, idx
+
+
+def beam_search(
+    model: nn.Module,
+    src: Tensor,
+    src_lengths: Tensor,
+    src_mask: Tensor,
+    beam_size: int = 5,
+    length_penalty: float = 1.0,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    n_best: int = 1,
+    stop: Stop | str = Stop.bound,
+) -> list[list[Hypothesis]]:
+    """Beam search over a batch → per sentence the ``n_best`` hypotheses, best first
+    (see the module docstring). ``length_penalty`` is the GNMT α; ``stop`` the rule
+    (``Stop``: bound, best)."""
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(f"need 1 <= n_best={n_best} <= beam_size={beam_size}")
+    stop = Stop(stop)
+    with _eval_mode(model):
+        return _beam_search(
+            model,
+            src,
+            src_lengths,
+            src_mask,
+            beam_size,
+            length_penalty,
+            max_len_a,
+            max_len_b,
+            n_best,
+            stop == Stop.best,
+        )
+
+
+def _beam_search(
+    model, src, src_lengths, src_mask, k, alpha, max_len_a, max_len_b, n_best, stop_best
+) -> list[list[Hypothesis]]:
+    b, device = src.size(0), src.device
+    # The K beams of a sentence are identical until the first step has run: it runs
+    # once per sentence, and its results are repeated for the K beams.
+    state = model.init_state(model.encode(src, src_lengths, src_mask))
+    expand = torch.arange(b, device=device).repeat_interleave(k)
+    limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)
+    scores = torch.full((b, k), NEG_INF, device=device)
+    scores[:, 0] = 0.0
+    prev = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
+    pool, hist = _Pool(b, n_best, device), _History()
+    done = torch.zeros(b, dtype=torch.bool, device=device)
+    end_step = torch.zeros(b, dtype=torch.long, device=device)
+    end_scores = scores.clone()
+    # The decoder runs only for the sentences still searching (``active``); their
+    # results are scattered into batch-sized tensors for the pool and the history.
+    active = torch.arange(b, device=device)
+    for t in range(int(limits.max())):
+        n = active.numel()
+        log_probs, state, weights = model.step(prev, state)
+        if t == 0:
+            log_probs, weights = log_probs[expand], weights[expand]
+            state = state.select(expand)
+        log_probs = _mask_specials(log_probs).view(n, k, -1)
+        eos_pen, eos_raw, live, idx = _step_candidates(
+            log_probs, scores[active], alpha, t + 1
+        )
+        pool.add(*_scatter_rows((eos_pen, eos_raw), active, b, NEG_INF), t)
+        parents, tokens = idx // log_probs.size(-1), idx % log_probs.size(-1)
+        scores = scores.index_copy(0, active, live)
+        step_tokens, step_parents = _scatter_rows((tokens, parents), active, b, 0)
+        hist.tokens.append(step_tokens)
+        hist.parents.append(step_parents)
+        hist.weights.append(_scatter_rows((weights.view(n, k, -1),), active, b, 0)[0])
+        if stop_best:  # the best live hypothesis as it is now
+            bound = scores.max(dim=1).values / length_penalty(t + 1.0, alpha)
+        else:  # "bound": the best finished score any live one could still reach
+            lp_max = length_penalty(limits.double(), alpha).clamp(
+                min=length_penalty(t + 2.0, alpha)
+            )  # lp is monotone in the length: its maximum over [t + 2, limit]
+            bound = scores.max(dim=1).values / lp_max.to(scores.dtype)  # (B,)
+        newly = ~done & ((t + 1 >= limits) | (pool.score[:, -1] >= bound))
+        end_step = torch.where(newly, t, end_step)
+        end_scores = torch.where(newly.unsqueeze(1), scores, end_scores)
+        done = done | newly
+        if bool(done.all()):
+            break
+        keep = (~done[active]).nonzero().squeeze(1)  # positions within ``active``
+        rows = (keep.unsqueeze(1) * k + parents.index_select(0, keep)).view(-1)
+        state = state.select(rows)
+        prev = tokens.index_select(0, keep).view(-1)
+        active = active.index_select(0, keep)
+    hist.freeze()
+    return _collect(hist, pool, end_step, end_scores, src_lengths, alpha, n_best)
+
+
+def _scatter_rows(
+    values: tuple[Tensor, ...], rows: Tensor, b: int, fill: float
+) -> tuple[Tensor, ...]:
+    """Tensors of the active sentences ``(n, ...)`` → batch-sized ``(b, ...)`` with
+    ``fill`` in the rows of finished sentences."""
+    out = []
+    for value in values:
+        full = value.new_full((b, *value.shape[1:]), fill)
+        out.append(full.index_copy(0, rows, value))
+    return tuple(out)
+
+
+def _collect(
+    hist: _History,
+    pool: _Pool,
+    end_step: Tensor,
+    end_scores: Tensor,
+    src_lengths: Tensor,
+    alpha: float,
+    n_best: int,
+) -> list[list[Hypothesis]]:
+    """Per sentence: the finished hypotheses, topped up with live ones, best first."""
+    results = []
+    fin = zip(pool.score.tolist(), pool.step.tolist(), pool.beam.tolist(), strict=True)
+    for i, (f_scores, f_steps, f_beams) in enumerate(fin):
+        s_real = int(src_lengths[i])
+        hyps = [
+            hist.hypothesis(i, step, beam, score, True, s_real)
+            for score, step, beam in zip(f_scores, f_steps, f_beams, strict=True)
+            if score > NEG_INF
+        ]
+        e = int(end_step[i])
+        lp = length_penalty(e + 1.0, alpha)
+        live = sorted(
+            ((raw / lp, j) for j, raw in enumerate(end_scores[i].tolist())),
+            reverse=True,
+        )
+        for score, j in live[: n_best - len(hyps)]:
+            if score > NEG_INF:
+                hyps.append(hist.hypothesis(i, e, j, score, False, s_real))
+        hyps.sort(key=lambda h: h.score, reverse=True)
+        results.append(hyps)
+    return results
+
+
+def translate_batch(
+    model: nn.Module, batch: Any, decode_cfg: Any
+) -> list[list[Hypothesis]]:
+    """Decode a ``Batch`` with ``DecodeConfig``: greedy when ``beam_size == 1`` (one
+    hypothesis per sentence), else beam search with ``n_best`` hypotheses."""
+    args = (batch.src, batch.src_lengths, batch.src_mask)
+    a, b = decode_cfg.max_len_a, decode_cfg.max_len_b
+    if decode_cfg.beam_size <= 1:
+        return [[h] for h in greedy_search(model, *args, a, b)]
+    return beam_search(
+        model,
+        *args,
+        beam_size=decode_cfg.beam_size,
+        length_penalty=decode_cfg.length_penalty,
+        max_len_a=a,
+        max_len_b=b,
+        n_best=decode_cfg.n_best,
+        stop=decode_cfg.stop,
+    )

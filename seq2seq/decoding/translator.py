@@ -1,0 +1,221 @@
+"""``Translator``: a trained model with everything needed to use it, in one object.
+
+Model, tokenizer, device, precision (the autocast dtype), batch budget and decoding
+settings travel together, so evaluation, translation, validation and alignment decode
+the same way and none of them can forget a piece. ``from_checkpoint`` rebuilds it from
+one self-contained checkpoint: the resolved config, the tokenizer model and the
+weights all travel inside it. This is the Python API::
+
+    translator = Translator.from_checkpoint("best.pt", beam_size=5)
+    translator.translate(["Ein Hund läuft."])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from seq2seq.config import DataConfig, DecodeConfig, Precision, Stop, TrainConfig
+from seq2seq.data.batching import make_loader
+from seq2seq.data.splits import EncodedSplit, encode_texts
+from seq2seq.data.tokenizer import PAD_ID, Tokenizer
+from seq2seq.decoding.search import Hypothesis, translate_batch
+from seq2seq.model.checkpoint import load_checkpoint
+from seq2seq.model.device import autocast, resolve_precision, select_device
+from seq2seq.model.loss import token_loss
+from seq2seq.model.seq2seq import Seq2Seq, build_model
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_TOKENS = DataConfig.batch_tokens
+
+
+class ForcedAttention(NamedTuple):
+    """The attention of one teacher-forced pair: weights ``(T + 1, S + 1)`` (target
+    pieces plus the EOS step, source pieces plus the source EOS), heads ``(heads, T +
+    1, S + 1)`` for multi-head attention, else None."""
+
+    weights: np.ndarray
+    heads: np.ndarray | None
+
+
+def decode_settings(base: Any = None, **overrides: Any) -> DictConfig:
+    """``DecodeConfig`` from ``base`` (a checkpoint's ``decode``, say) with the
+    overrides that are not None on top; typed, so a bad value fails here."""
+    cfg = OmegaConf.structured(DecodeConfig)
+    if base is not None:
+        cfg = OmegaConf.merge(cfg, base)
+    for key, value in overrides.items():
+        if value is not None:
+            cfg[key] = value
+    return cfg
+
+
+@dataclass(frozen=True)
+class Translator:
+    """A model ready to translate, score and show its attention (see the module
+    docstring). ``amp_dtype`` None is fp32; ``config`` and ``step`` describe the
+    training run when the translator comes from a checkpoint."""
+
+    model: Seq2Seq
+    tokenizer: Tokenizer
+    device: torch.device
+    amp_dtype: torch.dtype | None = None
+    batch_tokens: int = DEFAULT_BATCH_TOKENS
+    decode: DictConfig = dataclasses.field(default_factory=decode_settings)
+    config: DictConfig | None = None
+    step: int | None = None
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str | Path,
+        device: str = "auto",
+        precision: Precision | str = Precision.auto,
+        batch_tokens: int | None = None,
+        beam_size: int | None = None,
+        length_penalty: float | None = None,
+        stop: Stop | str | None = None,
+    ) -> Translator:
+        """Weights, config and tokenizer from a checkpoint; the model in eval mode on
+        ``device``. Decoding settings are the checkpoint's with the ones given on
+        top; the batch budget defaults to the run's ``data.batch_tokens``."""
+        torch_device = select_device(device)
+        state = load_checkpoint(Path(path), map_location="cpu")
+        cfg = OmegaConf.merge(OmegaConf.structured(TrainConfig), state["config"])
+        tokenizer = Tokenizer.from_bytes(state["tokenizer"])
+        model = build_model(
+            cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size
+        )
+        model.load_state_dict(state["model"])
+        model.to(torch_device).eval()
+        decode = decode_settings(
+            cfg.decode, beam_size=beam_size, length_penalty=length_penalty, stop=stop
+        )
+        return cls(
+            model,
+            tokenizer,
+            torch_device,
+            amp_dtype=resolve_precision(precision, torch_device),
+            batch_tokens=batch_tokens or cfg.data.batch_tokens,
+            decode=decode,
+            config=cfg,
+            step=int(state["step"]),
+        )
+
+    def with_decoding(self, base: Any = None, **overrides: Any) -> Translator:
+        """A copy with other decoding settings: ``base`` (a ``DecodeConfig``) or this
+        translator's, with the overrides that are not None on top."""
+        decode = decode_settings(self.decode if base is None else base, **overrides)
+        return dataclasses.replace(self, decode=decode)
+
+    # ---------------------------------------------------------------- text in/out
+    def encode(self, src: Sequence[str], tgt: Sequence[str] | None = None):
+        """Texts as an ``EncodedSplit`` with this model's tokenizer."""
+        return encode_texts(self.tokenizer, src, tgt)
+
+    def detokenize(self, hyps: Sequence[Hypothesis]) -> list[str]:
+        return [self.tokenizer.decode_tgt(h.tokens) for h in hyps]
+
+    def translate(self, texts: Sequence[str]) -> list[str]:
+        """One translation per text, in order; empty or blank texts stay empty."""
+        return [nbest[0][0] if nbest else "" for nbest in self.nbest(texts, n=1)]
+
+    def nbest(self, texts: Sequence[str], n: int = 1) -> list[list[tuple[str, float]]]:
+        """Per text its ``n`` best translations with their scores, best first (beam
+        search with ``n_best=n``; greedy gives one); blank texts get ``[]``."""
+        keep = [i for i, text in enumerate(texts) if text.strip()]
+        out: list[list[tuple[str, float]]] = [[] for _ in texts]
+        if not keep:
+            return out
+        split = self.encode([texts[i].strip() for i in keep])
+        translator = self
+        if n > 1:
+            translator = self.with_decoding(n_best=n, beam_size=max(n, self.beam_size))
+        for i, hyps in zip(keep, translator.search(split), strict=True):
+            out[i] = [
+                (text, h.score)
+                for text, h in zip(translator.detokenize(hyps), hyps, strict=True)
+            ]
+        return out
+
+    @property
+    def beam_size(self) -> int:
+        return int(self.decode.beam_size)
+
+    # ------------------------------------------------------------------- splits
+    @torch.inference_mode()
+    def search(self, split: EncodedSplit) -> list[list[Hypothesis]]:
+        """Per pair of ``split``, in its order, the n-best hypotheses, best first."""
+        self.model.eval()
+        out: list[list[Hypothesis] | None] = [None] * len(split)
+        loader = make_loader(split, self.batch_tokens, shuffle=False, seed=0)
+        for batch in loader:
+            batch = batch.to(self.device, non_blocking=True)
+            with autocast(self.device, self.amp_dtype):
+                nbests = translate_batch(self.model, batch, self.decode)
+            for index, nbest in zip(batch.ids.tolist(), nbests, strict=True):
+                out[index] = nbest
+        return out  # type: ignore[return-value]
+
+    def hypotheses(self, split: EncodedSplit) -> list[Hypothesis]:
+        """The best hypothesis for every pair of ``split``, in the split's order."""
+        return [nbest[0] for nbest in self.search(split)]
+
+    @torch.inference_mode()
+    def loss(self, split: EncodedSplit) -> float:
+        """Mean per-token cross-entropy (no smoothing) of ``split`` under teacher
+        forcing."""
+        self.model.eval()
+        total, tokens = torch.zeros((), device=self.device), 0
+        loader = make_loader(
+            split, self.batch_tokens, shuffle=False, seed=0, sort_by="target"
+        )
+        for batch in loader:
+            batch = batch.to(self.device, non_blocking=True)
+            with autocast(self.device, self.amp_dtype):
+                out = self.model(
+                    batch.src,
+                    batch.src_lengths,
+                    batch.src_mask,
+                    batch.tgt_in,
+                    rows=batch.tgt_rows,
+                )
+            total += token_loss(out.logits, batch.flat_targets())
+            tokens += batch.n_tokens
+        return float(total) / max(tokens, 1)
+
+    @torch.inference_mode()
+    def forced_attention(self, split: EncodedSplit) -> list[ForcedAttention]:
+        """The attention of the model reading each source while it is forced through
+        the pair's target (``split.tgt_ids``: a reference, or a hypothesis without
+        its EOS), in the split's order; one batched pass, padding cut off."""
+        self.model.eval()
+        out: list[ForcedAttention | None] = [None] * len(split)
+        loader = make_loader(split, self.batch_tokens, shuffle=False, seed=0)
+        for batch in loader:
+            batch = batch.to(self.device, non_blocking=True)
+            with autocast(self.device, self.amp_dtype):
+                res = self.model(
+                    batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in
+                )
+            weights = res.attention.float().cpu()  # (B, T, S)
+            heads = res.head_attention
+            heads = heads.float().cpu() if heads is not None else None
+            tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
+            src_lengths = batch.src_lengths.tolist()
+            for row, index in enumerate(batch.ids.tolist()):
+                t, s = tgt_lengths[row], src_lengths[row]
+                out[index] = ForcedAttention(
+                    weights[row, :t, :s].numpy(),
+                    None if heads is None else heads[row, :, :t, :s].numpy(),
+                )
+        return out  # type: ignore[return-value]

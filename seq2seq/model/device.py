@@ -1,0 +1,83 @@
+"""Where and in which precision a model runs: chosen once, from the config.
+
+The trainer and the ``Translator`` resolve ``device`` and ``precision`` here, so a
+model trained or decoded anywhere gets the same choice for the same settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+import torch
+
+from seq2seq.config import Precision
+
+log = logging.getLogger(__name__)
+
+
+def select_device(name: str) -> torch.device:
+    """Resolve ``auto | cpu | cuda[:i]``; asking for CUDA without one is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            "trainer.device=cuda but torch sees no CUDA device; use trainer.device=cpu "
+            "or auto"
+        )
+    return device
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX). Elsewhere
+    oneDNN emulates it, and bf16 autocast is expected to lose to fp32 (not measured:
+    the project's machine has AVX512-BF16)."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
+def resolve_precision(
+    precision: Precision | str, device: torch.device
+) -> torch.dtype | None:
+    """The autocast dtype, or None for fp32. ``auto``: bf16 on CUDA, fp32 on CPU
+    (bf16 on CPU is opt-in: faster where it is native, but not bit-identical)."""
+    precision = Precision(precision)
+    if precision == Precision.auto:
+        precision = Precision.bf16 if device.type == "cuda" else Precision.fp32
+    if precision == Precision.fp32:
+        return None
+    if device.type != "cuda" and precision == Precision.fp16:
+        raise ValueError("fp16 autocast needs CUDA; use precision=fp32 or bf16 on CPU")
+    if device.type == "cpu":
+        limit_onednn_caches()
+        if not cpu_has_native_bf16():
+            log.warning(
+                "precision=bf16 on a CPU without AVX512-BF16 or AMX: bf16 is emulated "
+                "there and usually slower than fp32; consider precision=fp32"
+            )
+    return torch.bfloat16 if precision == Precision.bf16 else torch.float16
+
+
+ONEDNN_CACHE_CAPACITY = "64"
+
+
+def limit_onednn_caches() -> None:
+    """Cap oneDNN's and ideep's kernel caches, unless the user set them.
+
+    bf16 matmuls on CPU go through oneDNN, which compiles and caches a kernel (with
+    packed weights) per shape, up to 1,024 of each by default. Token-bucket batches
+    change shape at every step: a 30-minute bf16 training grew to 3.9 GB. In a
+    150-step probe, capping both at 64 took the peak from 2.2 to 1.3 GB at the same
+    speed (docs/performance.md). Must run before the first bf16 matmul: both libraries
+    read the variables when they build the cache."""
+    for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
+        os.environ.setdefault(name, ONEDNN_CACHE_CAPACITY)
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    """An autocast context for ``dtype``, or a no-op context for fp32."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)

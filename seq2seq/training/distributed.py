@@ -1,0 +1,80 @@
+"""torchrun / DDP set-up and rank helpers (no home-made launcher).
+
+``torchrun --nproc_per_node=N --no-python seq2seq-train ...`` sets ``RANK``,
+``WORLD_SIZE`` and ``LOCAL_RANK``; ``init_distributed`` turns them into a process
+group (NCCL on CUDA, gloo on CPU). Every rank trains on its own shard of the
+token-bucket batches; rank 0 alone logs and saves.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def init_distributed(device_type: str) -> DistInfo:
+    """Join the group torchrun describes; a single process gets ``DistInfo()``."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return DistInfo()
+    info = DistInfo(
+        rank=int(os.environ["RANK"]),
+        world_size=world_size,
+        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+    )
+    if not dist.is_initialized():
+        backend = "nccl" if device_type == "cuda" else "gloo"
+        if device_type == "cuda":
+            torch.cuda.set_device(info.local_rank)
+        dist.init_process_group(backend=backend)
+    log.info("rank %d of %d joined the process group", info.rank, info.world_size)
+    return info
+
+
+def all_reduce_sum(value: float | int, device: torch.device) -> float:
+    """The sum of ``value`` over ranks (the value itself in a single process)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return float(value)
+    tensor = torch.tensor(float(value), device=device, dtype=torch.float64)
+    dist.all_reduce(tensor)
+    return float(tensor)
+
+
+def broadcast_object(obj):
+    """Rank 0's ``obj`` on every rank (``obj`` itself in a single process)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def cleanup() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,59 @@
+"""Validation during training: loss, decoding, BLEU/chrF, AER, heatmaps and samples."""
+
+from __future__ import annotations
+
+import math
+
+from seq2seq.alignment.error import alignment_scores
+from seq2seq.alignment.extract import attention_maps, forced_split
+from seq2seq.alignment.render import alignment_figure
+from seq2seq.data.prepare import PreparedData
+from seq2seq.data.splits import EncodedSplit
+from seq2seq.decoding.scores import score
+from seq2seq.decoding.translator import Translator
+from seq2seq.training.tracking import Tracker
+
+
+def validate(
+    translator: Translator, data: PreparedData, cfg, tracker: Tracker, step: int
+) -> dict:
+    """Score the validation split and log it; returns loss, ppl, bleu and chrf (and
+    aer, aer_shifted when the corpus has gold alignments).
+
+    The first ``trainer.alignment_samples`` validation sentences are rendered at every
+    validation, so TensorBoard's step slider shows their attention sharpening.
+    """
+    split = data.splits["validation"]
+    loss = translator.loss(split)
+    subset = split.head(cfg.trainer.valid_max_sentences)
+    hyps = translator.hypotheses(subset)
+    texts = translator.detokenize(hyps)
+    scores = score(texts, subset.tgt_text)
+    ppl = math.exp(min(loss, 50.0))
+    result = {"loss": loss, "ppl": ppl, "bleu": scores.bleu, "chrf": scores.chrf}
+    # Gold alignments (phrasebook): one teacher-forced pass over the same subset.
+    aligned = alignment_scores(translator, subset)
+    if aligned is not None:
+        result.update(aer=aligned.aer, aer_shifted=aligned.aer_shifted)
+    tracker.scalars({f"valid/{name}": value for name, value in result.items()}, step)
+    n = min(cfg.trainer.alignment_samples, len(hyps))
+    shown = forced_split(subset.head(n), [h.tokens for h in hyps[:n]])
+    for i, att in enumerate(attention_maps(translator, shown)):
+        tracker.figure(f"alignment/{i}", alignment_figure(att, f"step {step}"), step)
+    tracker.text("valid/samples", samples_markdown(subset, texts, n=5), step)
+    tracker.flush()
+    return result
+
+
+def samples_markdown(split: EncodedSplit, hyps: list[str], n: int) -> str:
+    """A markdown table of sources, references and hypotheses for TensorBoard."""
+    rows = ["| source | reference | hypothesis |", "|---|---|---|"]
+    for src, ref, hyp in list(zip(split.src_text, split.tgt_text, hyps, strict=False))[
+        :n
+    ]:
+        rows.append(f"| {_cell(src)} | {_cell(ref)} | {_cell(hyp)} |")
+    return "\n".join(rows)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
