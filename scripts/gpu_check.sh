@@ -1,25 +1,252 @@
 #!/usr/bin/env bash
-# One prepared GPU check (≤ 5 minutes on one modern GPU): model bench on CUDA, the
-# end-to-end training bench, the eager against the compiled step loop, and a 3-epoch
-# Multi30k de→en training with seconds per epoch.
-#   SEQ2SEQ_MULTI30K=/path/to/multi30k bash scripts/gpu_check.sh
-set -euo pipefail
+# The prepared GPU check, for a bare CUDA machine with no package registry (the device
+# tool's H200): installs the project offline from gpu/ (built here by
+# scripts/gpu_wheels.sh), then runs, within GPU_CHECK_BUDGET_S (460 s) in all, the
+# install included:
+#   1. the CUDA tests (pytest -m gpu);
+#   2. the model bench on CUDA (every attention x style: train tok/s, greedy and beam-5
+#      sent/s, peak GPU memory);
+#   3. one Multi30k de->en training of 3 epochs (seconds per epoch, validation BLEU);
+#   4. the end-to-end training bench of the reference model (additive, input feeding)
+#      and of the recipe's model (Luong general, no input feeding, tied embeddings):
+#      bf16 and fp32 at batch budgets of GPU_CHECK_BATCH_TOKENS (2048 8192 32768);
+#   5. trainer.compile: the eager against the compiled step loop (reference model, bf16;
+#      the recipe's decoder has no step loop to compile).
+# Each part runs under `timeout` (its own cap, and never past the budget); a failed part
+# does not stop the next; the exit status is non-zero if any part failed or was skipped.
+# Results: $OUT/summary.txt and one log per part (7 files; the device tool brings back 8).
+#
+#   device tool:  run(command="bash scripts/gpu_check.sh", carry=["gpu"], timeout_s=540)
+#   anywhere:     bash scripts/gpu_check.sh --install-only   # offline install + imports
+#
+# Without a CUDA device it stops within seconds, before installing anything.
+# Environment: PYTHON (python3), OUT (/tmp/seq2seq-gpu-check), SEQ2SEQ_GPU_WHEELS
+# (gpu/wheels), SEQ2SEQ_MULTI30K (gpu/multi30k), GPU_CHECK_WORK (/tmp/seq2seq-gpu-work),
+# GPU_CHECK_BUDGET_S, GPU_CHECK_BATCH_TOKENS.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-corpus="${SEQ2SEQ_MULTI30K:-../shared/data/multi30k}"
+root=$PWD
+py="${PYTHON:-python3}"
+wheels="${SEQ2SEQ_GPU_WHEELS:-gpu/wheels}"
+corpus="${SEQ2SEQ_MULTI30K:-gpu/multi30k}"
 out="${OUT:-/tmp/seq2seq-gpu-check}"
-mkdir -p "$out"
-python -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0), torch.__version__)"
+work="${GPU_CHECK_WORK:-/tmp/seq2seq-gpu-work}"
+budget="${GPU_CHECK_BUDGET_S:-460}"
+batch_tokens="${GPU_CHECK_BATCH_TOKENS:-2048 8192 32768}"
+carry_hint='run scripts/gpu_wheels.sh first and carry gpu/ (device tool: run(command="bash scripts/gpu_check.sh", carry=["gpu"]))'
+
+die() { echo "gpu_check: $*" >&2; exit 2; }
+
+install_only=0
+case "${1:-}" in
+    "") ;;
+    --install-only) install_only=1 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
+    *) die "unknown argument $1 (see --help)" ;;
+esac
+command -v "$py" >/dev/null || die "no $py on PATH (set PYTHON)"
+
+# 1. A CUDA device, before anything is installed.
+if ((!install_only)); then
+    probe=$(timeout 60 "$py" - 2>&1 <<'EOF'
+import sys
+try:
+    import torch
+except Exception as err:
+    sys.exit(f"torch does not import ({err})")
+if not torch.cuda.is_available():
+    build = f"a CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU build"
+    sys.exit(f"torch {torch.__version__} is {build} and torch.cuda.is_available() is False")
+print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+EOF
+    ) || die "no CUDA device: $(tail -n 1 <<<"$probe"); this check runs on a GPU machine only"
+    gpu=$(tail -n 1 <<<"$probe")
+    echo "gpu_check: $gpu"
+fi
+
+# 2. The carried folder.
+[[ -f "$wheels/requirements.txt" ]] || die "no wheel folder $wheels: $carry_hint"
+want=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+have=$(cat "$wheels/python-version" 2>/dev/null || echo unknown)
+[[ "$want" == "$have" ]] || die "$wheels holds wheels for Python $have, $py is $want:" \
+    "run scripts/gpu_wheels.sh --python-version $want and set SEQ2SEQ_GPU_WHEELS to its folder"
+if ((!install_only)); then
+    for split in train validation test; do
+        [[ -f "$corpus/$split.jsonl" ]] || die "no Multi30k $corpus/$split.jsonl: $carry_hint"
+    done
+    corpus=$(cd "$corpus" && pwd)
+fi
+
+# 3. Offline install: the carried wheels and the checkout (editable: the Hydra configs
+#    live beside the package), all --no-deps, so pip never touches the machine's torch.
+mkdir -p "$out" "$work"
+log="$out/install.txt"
+torch_id() { "$py" -c 'import torch; print(torch.__version__, torch.__file__)'; }
+torch_before=$(torch_id) || die "torch does not import in $py"
+{
+    echo "python: $("$py" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+    echo "torch before: $torch_before"
+} >"$log"
+pip=("$py" -m pip install --no-index --no-deps --no-cache-dir --disable-pip-version-check)
+pip=(timeout 180 "${pip[@]}")
+"${pip[@]}" --find-links "$wheels" -r "$wheels/requirements.txt" >>"$log" 2>&1 \
+    || die "installing the wheels of $wheels failed (see $log): $(tail -n 1 "$log")"
+"${pip[@]}" --no-build-isolation -e "$root" >>"$log" 2>&1 \
+    || die "installing the checkout (pip install --no-deps -e .) failed (see $log): $(tail -n 1 "$log")"
+echo "pip check (informative: --no-deps keeps the image's own versions):" >>"$log"
+"$py" -m pip check >>"$log" 2>&1 || true
+torch_after=$(torch_id)
+echo "torch after: $torch_after" >>"$log"
+[[ "$torch_after" == "$torch_before" ]] \
+    || die "the install changed torch ($torch_before -> $torch_after)"
+PATH="$("$py" -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+export PATH
+"$py" - "$root" >>"$log" 2>&1 <<'EOF' || die "imports fail after the install: $(tail -n 1 "$log")"
+import sys
+from pathlib import Path
+
+import datasets, hydra, omegaconf, sacrebleu, sentencepiece, seq2seq, torch  # noqa
+
+where = Path(seq2seq.__file__).resolve()
+if Path(sys.argv[1]).resolve() not in where.parents:
+    sys.exit(f"seq2seq imports from {where}, not from the checkout {sys.argv[1]}")
+print("imports ok:", ", ".join(
+    f"{m.__name__} {getattr(m, '__version__', '?')}"
+    for m in (torch, hydra, omegaconf, datasets, sacrebleu, sentencepiece)))
+EOF
+seq2seq-train --help >/dev/null 2>>"$log" || die "seq2seq-train --help fails (see $log)"
+echo "seq2seq-train --help: ok" >>"$log"
+echo "gpu_check: installed offline ($(grep '^imports ok' "$log"))"
+((install_only)) && exit 0
+
+# 4. The parts.
 export PYTHONUNBUFFERED=1
-python scripts/bench_model.py --device cuda 2>&1 | tee "$out/bench_model.txt"
-python scripts/bench_train.py --device cuda --steps 200 --warmup 20 --window 20 \
-    --corpus "$corpus" 2>&1 | tee "$out/bench_train.txt"
-# trainer.compile: eager against torch.compile'd step loop, same batches, one process
-python scripts/bench_train.py --device cuda --compare-compile --batches 8 --rounds 3 \
-    --corpus "$corpus" 2>&1 | tee "$out/bench_compile.txt"
-start=$(date +%s)
-seq2seq-train experiment=multi30k_de_en data.local_dir="$corpus" trainer.max_epochs=3 \
-    trainer.progress=false trainer.device=cuda evaluate_test=true \
-    data.cache_dir="$out/cache" hydra.run.dir="$out/train" 2>&1 | tee "$out/train.txt"
-end=$(date +%s)
-echo "3-epoch training wall time: $((end - start)) s (includes data preparation and test decoding)"
-grep -E "step [0-9]+ \| valid" "$out/train.txt" || true
+deadline=$budget  # bash's SECONDS count from the script's start: install included
+parts="$work/parts.txt"
+: >"$parts"
+part() {  # part NAME CAP_S LOG CMD...: CMD under min(CAP_S, time left), log appended
+    local name=$1 cap=$2 log=$3 left limit t0 rc
+    shift 3
+    left=$((deadline - SECONDS))
+    if ((left < 20)); then
+        echo "SKIP | $name | out of the $budget s budget" >>"$parts"
+        return 0
+    fi
+    limit=$((cap < left ? cap : left))
+    t0=$SECONDS
+    echo "=== $name (limit $limit s): $*" | tee -a "$log"
+    timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$log"
+    rc=${PIPESTATUS[0]}
+    echo "=== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$log"
+    if ((rc == 0)); then
+        echo "ok | $name | $((SECONDS - t0)) s" >>"$parts"
+    elif ((rc == 124 || rc == 137)); then
+        echo "FAIL | $name | timed out at $limit s" >>"$parts"
+    elif [[ "$name" == "pytest -m gpu" ]] && ((rc == 5)); then
+        echo "NONE | $name | no test carries the gpu mark" >>"$parts"
+    else
+        echo "FAIL | $name | exit $rc after $((SECONDS - t0)) s" >>"$parts"
+    fi
+}
+cache="data.cache_dir=$work/cache"
+
+part "pytest -m gpu" 60 "$out/pytest.txt" \
+    "$py" -m pytest -q -m gpu -p no:cacheprovider tests
+
+part "bench_model cuda" 120 "$out/bench_model.txt" \
+    "$py" scripts/bench_model.py --device cuda
+
+rm -rf "$work/train"
+part "train multi30k_de_en 3 epochs" 150 "$out/train.txt" \
+    seq2seq-train experiment=multi30k_de_en data.local_dir="$corpus" \
+    trainer.max_epochs=3 trainer.device=cuda trainer.progress=false evaluate_test=true \
+    "$cache" hydra.run.dir="$work/train" hydra.job_logging.formatters.simple.datefmt=null
+
+bench=("$py" scripts/bench_train.py --device cuda --corpus "$corpus")
+for precision in bf16 fp32; do
+    for model in reference recipe; do
+        if [[ $model == reference ]]; then
+            opts=(--attention bahdanau) extra=()
+        else
+            opts=(--attention luong_general --no-input-feeding)
+            extra=(model.tie_embeddings=true)
+        fi
+        for tokens in $batch_tokens; do
+            part "bench_train $model $precision $tokens" 45 "$out/bench_train.txt" \
+                "${bench[@]}" --steps 60 --warmup 10 --window 20 --batch-tokens "$tokens" \
+                "${opts[@]}" "${extra[@]}" trainer.precision="$precision" "$cache"
+        done
+    done
+done
+
+part "bench_train compile reference bf16 8192" 120 "$out/bench_compile.txt" \
+    "${bench[@]}" --compare-compile --batches 8 --rounds 3 --batch-tokens 8192 \
+    --attention bahdanau trainer.precision=bf16 "$cache"
+
+# 5. The summary.
+"$py" - "$out" "$parts" "$gpu" "$budget" "$SECONDS" >"$out/summary.txt" <<'EOF'
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+out, parts, gpu, budget, spent = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
+
+
+def read(name):
+    path = out / name
+    return path.read_text(errors="replace").splitlines() if path.exists() else []
+
+
+print(f"seq2seq gpu_check, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
+print(f"device: {gpu}; {spent} s of the {budget} s budget (install included)")
+print("\n## parts")
+print(parts.read_text().rstrip() or "(none ran)")
+
+print("\n## model bench (bench_model.py --device cuda; bf16 autocast)")
+print("\n".join(x for x in read("bench_model.txt") if " | " in x or "-+-" in x) or "-")
+
+print("\n## training bench (bench_train.py: 60 timed steps after 10, windows of 20)")
+label = None
+for line in read("bench_train.txt"):
+    if m := re.match(r"=== (bench_train \S+ \S+ \d+) \(", line):
+        label = m.group(1)
+    elif line.startswith("| cuda") and label:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        print(f"{label}: {cells[4]} tok/s (min-max {cells[5]}), validation "
+              f"{cells[6]} s, BLEU {cells[7]}, peak GPU {cells[9]} MB")
+for line in read("bench_compile.txt"):
+    if "paired speed-up" in line:
+        print("compile:", line)
+
+print("\n## Multi30k de->en, 3 epochs (seq2seq-train experiment=multi30k_de_en)")
+stamp = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]"
+previous = None
+for line in read("train.txt"):
+    m = re.match(stamp, line)
+    when = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f") if m else None
+    if when and "] - model: " in line:
+        previous = when
+    elif when and (v := re.search(r"step (\d+) \| valid .*?BLEU ([\d.]+)", line)):
+        took = f"{(when - previous).total_seconds():.1f} s" if previous else "?"
+        print(f"epoch to step {v.group(1)}: {took} (training + greedy validation), "
+              f"valid BLEU {v.group(2)}")
+        previous = when
+    elif line.startswith(("test:", "stopped:")):
+        print(line)
+
+print("\n## pytest -m gpu")
+tally = r"\d+ (passed|failed|errors?|skipped|deselected)|no tests ran"
+print(next((x for x in reversed(read("pytest.txt")) if re.search(tally, x)), "-"))
+EOF
+summary=$?
+cat "$out/summary.txt"
+if ((summary != 0)) || ! grep -q . "$parts"; then
+    echo "gpu_check: no summary could be written (exit $summary)" >&2
+    exit 1
+fi
+if grep -qE "^(FAIL|SKIP) " "$parts"; then
+    echo "gpu_check: some parts failed or were skipped (see $out/summary.txt)" >&2
+    exit 1
+fi
+echo "gpu_check: all parts ran ($SECONDS s); results in $out"
