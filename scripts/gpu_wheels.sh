@@ -31,6 +31,7 @@ WHEELS=(
     datasets==5.2.0
     dill==0.4.1
     multiprocess==0.70.19
+    sacremoses==0.2.0
 )
 # Published as an sdist only: built into a (pure Python) wheel here.
 SDISTS=(

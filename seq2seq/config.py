@@ -218,6 +218,10 @@ class TrainerConfig:
     label_smoothing: float = 0.1
     # weight of the gold-alignment loss on the attention (needs gold links; 0: off)
     guided_alignment: float = 0.0
+    # R-Drop weight alpha (Liang et al., 2021; 0: off): each batch runs twice with
+    # other dropout masks, and the objective adds alpha/2 times the symmetric KL of
+    # the two predictions to their mean cross-entropy (the paper's objective halved)
+    rdrop: float = 0.0
     clip_grad_norm: float | None = 5.0
     accumulate: int = 1
     log_every: int = 50
@@ -262,7 +266,10 @@ class EvaluateConfig:
     length_penalty: float | None = None
     stop: Stop | None = None  # beam search's stop rule (decode.stop)
     batch_tokens: int | None = None  # None: the checkpoint's data.batch_tokens
-    lowercase: bool = False  # also report lowercased BLEU (older papers)
+    lowercase: bool = False  # also report lowercased BLEU (sacreBLEU -lc, 13a)
+    # also report BLEU on the literature's scale (multi-bleu.perl on lowercased,
+    # normalized, Moses-tokenized text; decoding/scores.py)
+    paper_bleu: bool = False
     alignment: bool = False  # report AER when the corpus has gold alignments
     device: str = "auto"
     precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)

@@ -31,3 +31,27 @@ def test_lowercase_reports_case_insensitive_bleu():
 def test_length_mismatch_names_both_counts():
     with pytest.raises(ValueError, match=r"2 hypotheses but 3 references"):
         score(HYPS, [*HYPS, "x"])
+
+
+def test_moses_tokenization_of_the_paper_scale():
+    from seq2seq.decoding.scores import moses_tokenize
+
+    assert moses_tokenize(["Ein Mann, der Rot-Wein „trinkt“."], "de") == [
+        'ein mann , der rot @-@ wein " trinkt " .'
+    ]
+
+
+def test_paper_bleu_ignores_case_and_tokenization_but_not_words():
+    refs = ["A man, in a red-ish hat, sits.", "Two dogs play in the snow!"]
+    same = ["a man , in a RED-ish hat , sits .", "TWO DOGS PLAY IN THE SNOW !"]
+    s = score(same, refs, paper_lang="en")
+    assert s.paper_bleu == pytest.approx(100.0)
+    assert s.bleu < 50  # the cased 13a score sees other tokens
+    assert "tok:none" in s.paper_bleu_signature
+    assert "moses-lc-norm-tok-a:en|sacremoses:" in s.paper_bleu_signature
+    assert f"paperBLEU {s.paper_bleu_signature}" in s.summary()
+    worse = score(
+        ["a man sits .", "two cats play in the snow !"], refs, paper_lang="en"
+    )
+    assert worse.paper_bleu < 60
+    assert score(HYPS, HYPS).paper_bleu is None

@@ -25,7 +25,8 @@ def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):
         data_cfg = OmegaConf.merge(data_cfg, cfg.data)
     split = encode_corpus_split(data_cfg, translator.tokenizer, cfg.split)
     texts = translator.detokenize(translator.hypotheses(split))
-    scores = score(texts, split.tgt_text, lowercase=cfg.lowercase)
+    paper_lang = data_cfg.tgt_lang if cfg.paper_bleu else None
+    scores = score(texts, split.tgt_text, cfg.lowercase, paper_lang)
     out = write_lines(out_dir / "hyps" / f"{cfg.split}.txt", texts)
     print(
         f"{cfg.checkpoint} (step {translator.step}) on {data_cfg.name} "

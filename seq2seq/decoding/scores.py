@@ -1,5 +1,17 @@
 """Scoring translations: sacreBLEU BLEU and chrF with the signatures that make them
-reproducible. Strings in, numbers out; nothing here knows about models."""
+reproducible. Strings in, numbers out; nothing here knows about models.
+
+Two case-insensitive readings sit beside the cased headline score:
+
+- ``lc_bleu``: sacreBLEU with ``lowercase=True`` and its 13a tokenizer on the
+  detokenized text (what ``sacrebleu -lc`` prints);
+- ``paper_bleu``: the literature's Multi30k scale (``multi-bleu.perl`` on lowercased,
+  punctuation-normalized, Moses-tokenized references). Hypotheses and references are
+  lowercased, normalized and tokenized with sacremoses (the Python port of the Moses
+  scripts, dashes split aggressively, no escaping), then scored by sacreBLEU with
+  ``tokenize="none"``: corpus BLEU over whitespace tokens, as ``multi-bleu.perl``
+  computes it. How far the two readings differ on our outputs: docs/results.md.
+"""
 
 from __future__ import annotations
 
@@ -21,25 +33,39 @@ class Scores:
     lc_bleu: float | None = None
     n_sentences: int = 0
     lc_bleu_signature: str | None = None
+    paper_bleu: float | None = None
+    paper_bleu_signature: str | None = None
 
     def summary(self) -> str:
         """One line: scores first, then the signatures."""
         line = f"BLEU {self.bleu:.2f} chrF {self.chrf:.2f}"
         if self.lc_bleu is not None:
             line += f" lcBLEU {self.lc_bleu:.2f}"
+        if self.paper_bleu is not None:
+            line += f" paperBLEU {self.paper_bleu:.2f}"
         line += f" (n={self.n_sentences}) | BLEU {self.bleu_signature}"
         line += f" | chrF {self.chrf_signature}"
+        if self.lc_bleu_signature is not None:
+            line += f" | lcBLEU {self.lc_bleu_signature}"
+        if self.paper_bleu_signature is not None:
+            line += f" | paperBLEU {self.paper_bleu_signature}"
         return line
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def score(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = False) -> Scores:
+def score(
+    hyps: Sequence[str],
+    refs: Sequence[str],
+    lowercase: bool = False,
+    paper_lang: str | None = None,
+) -> Scores:
     """Corpus BLEU and chrF (one reference per hypothesis) with sacreBLEU's defaults.
 
-    ``lowercase=True`` additionally reports case-insensitive BLEU in ``lc_bleu`` (the
-    cased BLEU stays the headline number).
+    ``lowercase=True`` additionally reports case-insensitive BLEU in ``lc_bleu``;
+    ``paper_lang`` (the target language, e.g. ``"de"``) the paper-scale ``paper_bleu``
+    (see the module docstring). The cased BLEU stays the headline number.
     """
     hyps, refs = list(hyps), list(refs)
     if len(hyps) != len(refs):
@@ -61,4 +87,37 @@ def score(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = False) -> 
         lc = BLEU(lowercase=True)
         result.lc_bleu = float(lc.corpus_score(hyps, [refs]).score)
         result.lc_bleu_signature = str(lc.get_signature())
+    if paper_lang is not None:
+        result.paper_bleu, result.paper_bleu_signature = paper_bleu(
+            hyps, refs, paper_lang
+        )
     return result
+
+
+def moses_tokenize(lines: Sequence[str], lang: str) -> list[str]:
+    """Lowercase, normalize punctuation and Moses-tokenize each line (sacremoses):
+    the preprocessing of the Multi30k references that papers score against."""
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    normalizer, tokenizer = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
+    return [
+        tokenizer.tokenize(
+            normalizer.normalize(line.lower()),
+            escape=False,
+            aggressive_dash_splits=True,
+            return_str=True,
+        )
+        for line in lines
+    ]
+
+
+def paper_bleu(
+    hyps: Sequence[str], refs: Sequence[str], lang: str
+) -> tuple[float, str]:
+    """BLEU on the literature's scale and its signature (module docstring)."""
+    import sacremoses
+
+    bleu = BLEU(tokenize="none")
+    value = bleu.corpus_score(moses_tokenize(hyps, lang), [moses_tokenize(refs, lang)])
+    moses = f"moses-lc-norm-tok-a:{lang}|sacremoses:{sacremoses.__version__}"
+    return float(value.score), f"{bleu.get_signature()}|{moses}"

@@ -94,3 +94,13 @@ def token_loss(logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tenso
     return _TokenCrossEntropy.apply(
         flat, targets.reshape(-1), float(smoothing), with_grad
     )
+
+
+def symmetric_kl(a: Tensor, b: Tensor) -> Tensor:
+    """``½ [KL(P_a ‖ P_b) + KL(P_b ‖ P_a)]`` summed over the rows of logits ``(N, V)``
+    (softmax over the last axis, in float32): R-Drop's consistency term between two
+    dropout passes (Liang et al., 2021). ``KL(a‖b) + KL(b‖a) = Σ (p_a - p_b)(log p_a -
+    log p_b)``, so one product serves both directions."""
+    log_a = torch.log_softmax(a.float(), dim=-1)
+    log_b = torch.log_softmax(b.float(), dim=-1)
+    return 0.5 * ((log_a.exp() - log_b.exp()) * (log_a - log_b)).sum()

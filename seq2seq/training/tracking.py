@@ -112,7 +112,8 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _hparam_value(value: Any) -> bool | int | float | str:
-    if isinstance(value, (bool, int, float, str)):
+    """Plain values as they are; anything else (a config Enum, None) as its string."""
+    if type(value) in (bool, int, float, str):
         return value
     return str(value)
 
@@ -193,16 +194,19 @@ class ThroughputMeter:
         self.tokens = 0
         self.grad_norms: list[torch.Tensor] = []
         self.align_sum: torch.Tensor | None = None  # guided alignment's loss, if on
+        self.kl_sum: torch.Tensor | None = None  # R-Drop's symmetric KL, if on
         self.start = time.perf_counter()
 
     def add(self, stats: dict) -> None:
         self.loss_sum = self.loss_sum + stats["loss_sum"]
         self.tokens += stats["tokens"]
         self.grad_norms.append(stats["grad_norm"])
-        if stats.get("align_sum") is not None:
-            self.align_sum = stats["align_sum"] + (
-                0.0 if self.align_sum is None else self.align_sum
-            )
+        for name in ("align_sum", "kl_sum"):
+            if stats.get(name) is not None:
+                previous = getattr(self, name)
+                setattr(
+                    self, name, stats[name] + (0.0 if previous is None else previous)
+                )
 
     def flush(self) -> dict:
         elapsed = max(time.perf_counter() - self.start, 1e-9)
@@ -213,5 +217,7 @@ class ThroughputMeter:
         }
         if self.align_sum is not None:  # per target token, like the loss
             out["alignment_loss"] = float(self.align_sum) / max(self.tokens, 1)
+        if self.kl_sum is not None:
+            out["rdrop_kl"] = float(self.kl_sum) / max(self.tokens, 1)
         self._reset()
         return out

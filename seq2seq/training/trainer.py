@@ -30,7 +30,7 @@ from seq2seq.model.checkpoint import (
     save_checkpoint,
 )
 from seq2seq.model.device import autocast, resolve_precision
-from seq2seq.model.loss import token_loss
+from seq2seq.model.loss import symmetric_kl, token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 from seq2seq.training.distributed import DistInfo, all_reduce_sum
 from seq2seq.training.optim import (
@@ -99,6 +99,8 @@ class Trainer:
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[device.index] if device.type == "cuda" else None
             )
+        if self.tcfg.rdrop < 0:
+            raise ValueError(f"trainer.rdrop must be >= 0, got {self.tcfg.rdrop}")
         self.optimizer = build_optimizer(cfg.optim, self.model)
         self.metric = Metric(self.tcfg.early_stopping_metric)
         self.step_sched, self.plateau, self.budget = build_scheduler(
@@ -230,6 +232,7 @@ class Trainer:
         all_tokens = all_reduce_sum(total_tokens, self.device) / self.dist.world_size
         loss_sum = torch.zeros((), device=self.device)
         align_sum = torch.zeros((), device=self.device) if self.gold else None
+        kl_sum = torch.zeros((), device=self.device) if self.tcfg.rdrop else None
         for i, batch in enumerate(batches):
             gold = None
             if self.gold is not None:
@@ -242,24 +245,13 @@ class Trainer:
             if self.dist.enabled and not last:
                 sync = self.train_model.no_sync  # all-reduce once, after the last
             with sync(), autocast(self.device, self.amp_dtype):
-                out = self.train_model(
-                    batch.src,
-                    batch.src_lengths,
-                    batch.src_mask,
-                    batch.tgt_in,
-                    sampling_ratio=1.0 - ratio,
-                    rows=batch.tgt_rows,  # logits for the non-pad targets only
-                )
-                loss = token_loss(
-                    out.logits, batch.flat_targets(), self.tcfg.label_smoothing
-                )
-                objective = loss
-                if gold is not None:  # logged losses stay the translation loss
-                    guide = guided_alignment_loss(out.attention, gold)
-                    objective = loss + self.tcfg.guided_alignment * guide
-                    align_sum += guide.detach()  # type: ignore[operator]
+                loss, objective, guide, kl = self._objective(batch, 1.0 - ratio, gold)
                 self.scaler.scale(objective / all_tokens).backward()
             loss_sum += loss.detach()
+            if guide is not None:
+                align_sum += guide.detach()  # type: ignore[operator]
+            if kl is not None:
+                kl_sum += kl.detach()  # type: ignore[operator]
         self.scaler.unscale_(self.optimizer)
         clip = self.tcfg.clip_grad_norm or float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
@@ -276,7 +268,51 @@ class Trainer:
             "tokens": total_tokens,
             "grad_norm": grad_norm,
             "align_sum": align_sum,
+            "kl_sum": kl_sum,
         }
+
+    def _objective(
+        self, batch: Batch, sampling_ratio: float, gold: torch.Tensor | None
+    ) -> tuple[torch.Tensor, ...]:
+        """One micro-batch's summed translation loss (what is logged), the objective
+        that is minimised, and the guided-alignment and R-Drop terms (or None).
+
+        R-Drop runs the batch twice in one forward pass (the batch stacked on itself,
+        other dropout masks per copy): the loss is the two copies' mean
+        cross-entropy, the objective adds ``rdrop / 2`` times their symmetric KL."""
+        src, lengths, mask, tgt_in, rows = (
+            batch.src,
+            batch.src_lengths,
+            batch.src_mask,
+            batch.tgt_in,
+            batch.tgt_rows,  # logits for the non-pad targets only
+        )
+        twice = self.tcfg.rdrop > 0
+        if twice:
+            src, lengths, mask, tgt_in = (
+                torch.cat([x, x]) for x in (src, lengths, mask, tgt_in)
+            )
+            rows = torch.cat([rows, rows + batch.tgt_in.numel()])
+        out = self.train_model(
+            src, lengths, mask, tgt_in, sampling_ratio=sampling_ratio, rows=rows
+        )
+        targets, eps = batch.flat_targets(), self.tcfg.label_smoothing
+        kl = None
+        if twice:
+            first, second = out.logits.chunk(2)
+            loss = (
+                token_loss(first, targets, eps) + token_loss(second, targets, eps)
+            ) / 2
+            kl = symmetric_kl(first, second)
+            objective = loss + self.tcfg.rdrop / 2 * kl
+        else:
+            loss = objective = token_loss(out.logits, targets, eps)
+        guide = None
+        if gold is not None:  # logged losses stay the translation loss
+            gold = torch.cat([gold, gold]) if twice else gold
+            guide = guided_alignment_loss(out.attention, gold) / (2 if twice else 1)
+            objective = objective + self.tcfg.guided_alignment * guide
+        return loss, objective, guide, kl
 
     def _nonfinite(self, batches: list[Batch]) -> None:
         ids = [int(i) for b in batches for i in b.ids[:8]]
@@ -404,11 +440,11 @@ class Trainer:
                 "train/lr": lr,
                 "train/grad_norm": window["grad_norm"],
                 "train/tokens_per_sec": window["tokens_per_sec"],
-                **(
-                    {"train/alignment_loss": window["alignment_loss"]}
-                    if "alignment_loss" in window
-                    else {}
-                ),
+                **{
+                    f"train/{name}": window[name]
+                    for name in ("alignment_loss", "rdrop_kl")
+                    if name in window
+                },
             },
             self.progress.step,
         )
