@@ -38,7 +38,7 @@ from torch.utils.data import DataLoader, Sampler
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 if TYPE_CHECKING:
-    from seq2seq.data.prepare import EncodedSplit
+    from seq2seq.data.splits import EncodedSplit
 
 log = logging.getLogger(__name__)
 
