@@ -23,7 +23,7 @@ host="${PYTHON:-python}"
 IMAGE=(
     torch==2.13.0 sacrebleu sentencepiece tensorboard numpy pandas pyarrow tqdm matplotlib
     pyyaml fsspec huggingface-hub==1.33.0 aiohttp xxhash requests filelock packaging
-    pytest pillow setuptools wheel "python-dateutil<3"
+    pytest pillow setuptools wheel "python-dateutil<3" joblib click regex
 )
 quiet() { grep -v "is ignored: it is neither a file nor a directory" || true; }
 step() { echo; echo "== $*"; }
@@ -45,7 +45,8 @@ t0=$SECONDS
 "$vpy" -m pip install -q --upgrade pip 2>&1 | quiet
 "$vpy" -m pip install -q "${IMAGE[@]}" 2>&1 | quiet
 echo "base install: $((SECONDS - t0)) s"
-"$vpy" - scripts/gpu_image_packages.txt <<'EOF'
+# -I: no current folder on sys.path (an editable checkout's seq2seq.egg-info is not the venv's)
+"$vpy" -I - scripts/gpu_image_packages.txt <<'EOF'
 import re
 import sys
 from importlib.metadata import distributions
