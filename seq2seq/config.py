@@ -191,6 +191,9 @@ class DecodeConfig:
     # the finished ones at any remaining length (exact). best: its best hypothesis
     # right now has ended (the rule of JoeyNMT and OpenNMT-py; faster, may differ).
     stop: Stop = Stop.bound
+    # GNMT coverage penalty beta (beam search; 0: off): rewards finished hypotheses
+    # whose attention has covered the whole source, against under-translation
+    coverage_penalty: float = 0.0
 
 
 @dataclass
@@ -265,6 +268,7 @@ class EvaluateConfig:
     beam_size: int | None = None  # None: the checkpoint's decode settings
     length_penalty: float | None = None
     stop: Stop | None = None  # beam search's stop rule (decode.stop)
+    coverage_penalty: float | None = None  # decode.coverage_penalty
     batch_tokens: int | None = None  # None: the checkpoint's data.batch_tokens
     lowercase: bool = False  # also report lowercased BLEU (sacreBLEU -lc, 13a)
     # also report BLEU on the literature's scale (multi-bleu.perl on lowercased,
@@ -284,6 +288,7 @@ class TranslateConfig:
     beam_size: int | None = None
     length_penalty: float | None = None
     stop: Stop | None = None  # beam search's stop rule (decode.stop)
+    coverage_penalty: float | None = None  # decode.coverage_penalty
     max_input_pieces: int = 250  # longer lines are truncated, with a warning
     batch_tokens: int | None = None  # None: the checkpoint's data.batch_tokens
     device: str = "auto"

@@ -254,3 +254,66 @@ def test_decode_settings_default_override_and_check_the_stop_rule():
     assert decode_settings(old_checkpoint, stop="best").stop == "best"
     with pytest.raises(ValueError, match=r"Invalid value 'first'.*\[bound, best\]"):
         decode_settings(old_checkpoint, stop="first")
+
+
+def _raw_log_prob(model, src, lengths, mask, row: int, tokens: list[int]) -> float:
+    """Sum of the model's log-probabilities of ``tokens`` for sentence ``row``."""
+    n = int(lengths[row])
+    tgt_in = torch.tensor([[BOS_ID, *tokens[:-1]]])
+    with torch.no_grad():
+        out = model(
+            src[row : row + 1, :n],
+            lengths[row : row + 1],
+            mask[row : row + 1, :n],
+            tgt_in,
+        )
+    log_probs = F.log_softmax(out.logits[0].float(), dim=-1)
+    return float(log_probs.gather(1, torch.tensor(tokens)[:, None]).sum())
+
+
+@pytest.mark.parametrize("stop", ["bound", "best"])
+def test_coverage_penalty_zero_is_todays_search(stop):
+    """β = 0 is the search without coverage; a vanishing β runs the coverage code and
+    must not change a hypothesis."""
+    model, batch = _model(), _batch()
+    plain = beam_search(model, *batch, beam_size=4, n_best=3, stop=stop)
+    zero = beam_search(
+        model, *batch, beam_size=4, n_best=3, stop=stop, coverage_penalty=0.0
+    )
+    tiny = beam_search(
+        model, *batch, beam_size=4, n_best=3, stop=stop, coverage_penalty=1e-30
+    )
+    for p, z, t in zip(plain, zero, tiny, strict=True):
+        for h, g, u in zip(p, z, t, strict=True):
+            assert h.tokens == g.tokens == u.tokens and h.score == g.score
+            assert_close(u.score, h.score)
+
+
+def test_coverage_penalty_matches_a_hand_computation():
+    beta, alpha = 0.7, 1.0
+    model, batch = _model(sharpen=3.0), _batch((5, 3, 1, 4, 2))
+    with torch.no_grad():
+        model.decoder.output.proj.bias[EOS_ID] += 2.0  # more finished hypotheses
+    src, lengths, mask = batch
+    nbests = beam_search(
+        model,
+        *batch,
+        beam_size=4,
+        n_best=3,
+        length_penalty=alpha,
+        coverage_penalty=beta,
+    )
+    checked = 0
+    for row, hyps in enumerate(nbests):
+        for h in hyps:
+            if not h.finished:
+                continue
+            raw = _raw_log_prob(model, src, lengths, mask, row, h.tokens)
+            coverage = h.attention.sum(dim=0).clamp(max=1.0)  # (S_real,)
+            expected = raw / length_penalty(len(h.tokens), alpha)
+            expected += beta * float(coverage.log().sum())
+            assert h.score == pytest.approx(expected, rel=1e-4, abs=1e-4)
+            checked += 1
+    assert checked >= 3
+    with pytest.raises(ValueError, match="coverage_penalty must be >= 0"):
+        beam_search(model, *batch, beam_size=2, coverage_penalty=-1.0)

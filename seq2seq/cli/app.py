@@ -59,4 +59,5 @@ def load_translator(cfg: DictConfig) -> Translator:
         beam_size=cfg.beam_size,
         length_penalty=cfg.get("length_penalty"),
         stop=cfg.get("stop"),
+        coverage_penalty=cfg.get("coverage_penalty"),
     )

@@ -17,9 +17,13 @@ A sentence that is done leaves the decoder's batch: later steps run only for the
 sentences still searching. ``stop="best"`` ends a sentence earlier, as JoeyNMT and
 OpenNMT-py do: as soon as its ``n_best`` finished hypotheses score at least as well as
 its best live one does now (the live one might still have overtaken them later).
-With ``α = 0`` and ``K = 1`` this is exactly greedy search; with ``α > 0`` a beam of one
-may continue past greedy's EOS and return a longer hypothesis with a better penalised
-score. PAD and BOS are never generated.
+``coverage_penalty=β > 0`` adds GNMT's coverage penalty (Wu et al., 2016) to every
+finished score, ``β Σ_i log min(Σ_t a_ti, 1)`` over the real source positions ``i``
+(attention ``a`` summed over the hypothesis's steps, EOS step included), which favours
+hypotheses that have attended to the whole source; it is never positive, so the stop
+bound still holds. With ``α = 0`` and ``K = 1`` this is exactly greedy search; with
+``α > 0`` a beam of one may continue past greedy's EOS and return a longer hypothesis
+with a better penalised score. PAD and BOS are never generated.
 """
 
 from __future__ import annotations
@@ -48,6 +52,34 @@ class Hypothesis:
     score: float
     attention: Tensor
     finished: bool
+
+
+def coverage_penalty(coverage: Tensor, mask: Tensor, beta: float) -> Tensor:
+    """GNMT's ``β Σ_i log min(c_i, 1)`` over the last axis of the summed attention
+    ``coverage (..., S)``, counting the real positions of ``mask (..., S)`` only. A
+    position attended less than float32's smallest normal counts as that (the log of
+    an exact zero would rule the hypothesis out)."""
+    tiny = torch.finfo(torch.float32).tiny
+    logs = coverage.float().clamp(min=tiny, max=1.0).log()
+    return beta * logs.masked_fill(~mask, 0.0).sum(dim=-1)
+
+
+class _Coverage:
+    """The summed attention of the live beams, for ``coverage_penalty``."""
+
+    def __init__(self, beta: float) -> None:
+        self.beta = beta
+        self.sum: Tensor | None = None  # (n·K, S), in the rows of the decoder state
+
+    def step(self, weights: Tensor, mask: Tensor, n: int, k: int) -> Tensor:
+        """This step's weights ``(n·K, S)`` of the extended beams → the penalty
+        ``(n, K)`` of each, this step included."""
+        self.total = weights.float() if self.sum is None else self.sum + weights.float()
+        return coverage_penalty(self.total, mask, self.beta).view(n, k)
+
+    def select(self, rows: Tensor) -> None:
+        """Keep the coverage of the beams that go on (the state's ``rows``)."""
+        self.sum = self.total.index_select(0, rows)
 
 
 def length_penalty(length: Any, alpha: float) -> Any:
@@ -215,12 +247,15 @@ def beam_search(
     max_len_b: int = 10,
     n_best: int = 1,
     stop: Stop | str = Stop.bound,
+    coverage_penalty: float = 0.0,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch → per sentence the ``n_best`` hypotheses, best first
-    (see the module docstring). ``length_penalty`` is the GNMT α; ``stop`` the rule
-    (``Stop``: bound, best)."""
+    (see the module docstring). ``length_penalty`` is the GNMT α, ``coverage_penalty``
+    its β; ``stop`` the rule (``Stop``: bound, best)."""
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best={n_best} <= beam_size={beam_size}")
+    if coverage_penalty < 0:
+        raise ValueError(f"coverage_penalty must be >= 0, got {coverage_penalty}")
     stop = Stop(stop)
     with _eval_mode(model):
         return _beam_search(
@@ -234,11 +269,22 @@ def beam_search(
             max_len_b,
             n_best,
             stop == Stop.best,
+            _Coverage(coverage_penalty) if coverage_penalty > 0 else None,
         )
 
 
 def _beam_search(
-    model, src, src_lengths, src_mask, k, alpha, max_len_a, max_len_b, n_best, stop_best
+    model,
+    src,
+    src_lengths,
+    src_mask,
+    k,
+    alpha,
+    max_len_a,
+    max_len_b,
+    n_best,
+    stop_best,
+    cover: _Coverage | None,
 ) -> list[list[Hypothesis]]:
     b, device = src.size(0), src.device
     # The K beams of a sentence are identical until the first step has run: it runs
@@ -253,6 +299,9 @@ def _beam_search(
     done = torch.zeros(b, dtype=torch.bool, device=device)
     end_step = torch.zeros(b, dtype=torch.long, device=device)
     end_scores = scores.clone()
+    # Coverage penalties of the live beams as they are now (0 without coverage).
+    live_pens = torch.zeros(b, k, device=device)
+    end_pens = live_pens.clone()
     # The decoder runs only for the sentences still searching (``active``); their
     # results are scattered into batch-sized tensors for the pool and the history.
     active = torch.arange(b, device=device)
@@ -266,16 +315,22 @@ def _beam_search(
         eos_pen, eos_raw, live, idx = _step_candidates(
             log_probs, scores[active], alpha, t + 1
         )
-        pool.add(*_scatter_rows((eos_pen, eos_raw), active, b, NEG_INF), t)
         parents, tokens = idx // log_probs.size(-1), idx % log_probs.size(-1)
+        if cover is not None:
+            pen = cover.step(weights, state.keys.mask, n, k)  # (n, K)
+            eos_pen = eos_pen + pen
+            live_pens = live_pens.index_copy(0, active, pen.gather(1, parents))
+        pool.add(*_scatter_rows((eos_pen, eos_raw), active, b, NEG_INF), t)
         scores = scores.index_copy(0, active, live)
         step_tokens, step_parents = _scatter_rows((tokens, parents), active, b, 0)
         hist.tokens.append(step_tokens)
         hist.parents.append(step_parents)
         hist.weights.append(_scatter_rows((weights.view(n, k, -1),), active, b, 0)[0])
         if stop_best:  # the best live hypothesis as it is now
-            bound = scores.max(dim=1).values / length_penalty(t + 1.0, alpha)
+            now = scores / length_penalty(t + 1.0, alpha) + live_pens
+            bound = now.max(dim=1).values
         else:  # "bound": the best finished score any live one could still reach
+            # (a coverage penalty is at most 0, so it cannot raise the bound)
             lp_max = length_penalty(limits.double(), alpha).clamp(
                 min=length_penalty(t + 2.0, alpha)
             )  # lp is monotone in the length: its maximum over [t + 2, limit]
@@ -283,16 +338,20 @@ def _beam_search(
         newly = ~done & ((t + 1 >= limits) | (pool.score[:, -1] >= bound))
         end_step = torch.where(newly, t, end_step)
         end_scores = torch.where(newly.unsqueeze(1), scores, end_scores)
+        end_pens = torch.where(newly.unsqueeze(1), live_pens, end_pens)
         done = done | newly
         if bool(done.all()):
             break
         keep = (~done[active]).nonzero().squeeze(1)  # positions within ``active``
         rows = (keep.unsqueeze(1) * k + parents.index_select(0, keep)).view(-1)
         state = state.select(rows)
+        if cover is not None:
+            cover.select(rows)
         prev = tokens.index_select(0, keep).view(-1)
         active = active.index_select(0, keep)
     hist.freeze()
-    return _collect(hist, pool, end_step, end_scores, src_lengths, alpha, n_best)
+    ends = (end_step, end_scores, end_pens)
+    return _collect(hist, pool, ends, src_lengths, alpha, n_best)
 
 
 def _scatter_rows(
@@ -310,13 +369,15 @@ def _scatter_rows(
 def _collect(
     hist: _History,
     pool: _Pool,
-    end_step: Tensor,
-    end_scores: Tensor,
+    ends: tuple[Tensor, Tensor, Tensor],
     src_lengths: Tensor,
     alpha: float,
     n_best: int,
 ) -> list[list[Hypothesis]]:
-    """Per sentence: the finished hypotheses, topped up with live ones, best first."""
+    """Per sentence: the finished hypotheses, topped up with live ones, best first.
+    ``ends``: the step each sentence ended at, its live beams' raw scores and their
+    coverage penalties then."""
+    end_step, end_scores, end_pens = ends
     results = []
     fin = zip(pool.score.tolist(), pool.step.tolist(), pool.beam.tolist(), strict=True)
     for i, (f_scores, f_steps, f_beams) in enumerate(fin):
@@ -328,8 +389,9 @@ def _collect(
         ]
         e = int(end_step[i])
         lp = length_penalty(e + 1.0, alpha)
+        pens = end_pens[i].tolist()
         live = sorted(
-            ((raw / lp, j) for j, raw in enumerate(end_scores[i].tolist())),
+            ((raw / lp + pens[j], j) for j, raw in enumerate(end_scores[i].tolist())),
             reverse=True,
         )
         for score, j in live[: n_best - len(hyps)]:
@@ -358,4 +420,5 @@ def translate_batch(
         max_len_b=b,
         n_best=decode_cfg.n_best,
         stop=decode_cfg.stop,
+        coverage_penalty=getattr(decode_cfg, "coverage_penalty", 0.0),
     )

@@ -84,6 +84,7 @@ class Translator:
         beam_size: int | None = None,
         length_penalty: float | None = None,
         stop: Stop | str | None = None,
+        coverage_penalty: float | None = None,
     ) -> Translator:
         """Weights, config and tokenizer from a checkpoint; the model in eval mode on
         ``device``. Decoding settings are the checkpoint's with the ones given on
@@ -98,7 +99,11 @@ class Translator:
         model.load_state_dict(state["model"])
         model.to(torch_device).eval()
         decode = decode_settings(
-            cfg.decode, beam_size=beam_size, length_penalty=length_penalty, stop=stop
+            cfg.decode,
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            stop=stop,
+            coverage_penalty=coverage_penalty,
         )
         return cls(
             model,
