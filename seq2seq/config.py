@@ -77,12 +77,13 @@ class Metric(Choice):
 
     bleu = "bleu"
     chrf = "chrf"
+    ter = "ter"
     loss = "loss"
 
     @property
     def mode(self) -> str:
-        """``max`` when higher is better, ``min`` for the loss."""
-        return "min" if self is Metric.loss else "max"
+        """``max`` when higher is better, ``min`` for the loss and TER."""
+        return "min" if self in (Metric.loss, Metric.ter) else "max"
 
 
 @dataclass

@@ -55,3 +55,12 @@ def test_paper_bleu_ignores_case_and_tokenization_but_not_words():
     )
     assert worse.paper_bleu < 60
     assert score(HYPS, HYPS).paper_bleu is None
+
+
+def test_ter_is_zero_for_identical_and_counts_edits():
+    assert score(HYPS, HYPS).ter == pytest.approx(0.0)
+    # one substitution in 7 + 7 reference words: 1 edit / 14 words
+    edited = ["the cat sat on the mat tomorrow", HYPS[1]]
+    s = score(edited, HYPS)
+    assert s.ter == pytest.approx(100 / 14)
+    assert "tok:tercom" in s.ter_signature and f"TER {s.ter_signature}" in s.summary()

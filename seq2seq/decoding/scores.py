@@ -1,5 +1,6 @@
-"""Scoring translations: sacreBLEU BLEU and chrF with the signatures that make them
-reproducible. Strings in, numbers out; nothing here knows about models.
+"""Scoring translations: sacreBLEU BLEU, chrF and TER (translation edit rate, lower is
+better) with the signatures that make them reproducible. Strings in, numbers out;
+nothing here knows about models.
 
 Two case-insensitive readings sit beside the cased headline score:
 
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU, CHRF, TER
 
 
 @dataclass
@@ -30,6 +31,8 @@ class Scores:
     chrf: float
     bleu_signature: str
     chrf_signature: str
+    ter: float = float("nan")
+    ter_signature: str = ""
     lc_bleu: float | None = None
     n_sentences: int = 0
     lc_bleu_signature: str | None = None
@@ -38,13 +41,13 @@ class Scores:
 
     def summary(self) -> str:
         """One line: scores first, then the signatures."""
-        line = f"BLEU {self.bleu:.2f} chrF {self.chrf:.2f}"
+        line = f"BLEU {self.bleu:.2f} chrF {self.chrf:.2f} TER {self.ter:.2f}"
         if self.lc_bleu is not None:
             line += f" lcBLEU {self.lc_bleu:.2f}"
         if self.paper_bleu is not None:
             line += f" paperBLEU {self.paper_bleu:.2f}"
         line += f" (n={self.n_sentences}) | BLEU {self.bleu_signature}"
-        line += f" | chrF {self.chrf_signature}"
+        line += f" | chrF {self.chrf_signature} | TER {self.ter_signature}"
         if self.lc_bleu_signature is not None:
             line += f" | lcBLEU {self.lc_bleu_signature}"
         if self.paper_bleu_signature is not None:
@@ -75,12 +78,14 @@ def score(
         )
     if not hyps:
         raise ValueError("cannot score an empty corpus (0 hypotheses, 0 references)")
-    bleu, chrf = BLEU(), CHRF()
+    bleu, chrf, ter = BLEU(), CHRF(), TER()
     result = Scores(
         bleu=float(bleu.corpus_score(hyps, [refs]).score),
         chrf=float(chrf.corpus_score(hyps, [refs]).score),
         bleu_signature=str(bleu.get_signature()),
         chrf_signature=str(chrf.get_signature()),
+        ter=float(ter.corpus_score(hyps, [refs]).score),
+        ter_signature=str(ter.get_signature()),
         n_sentences=len(hyps),
     )
     if lowercase:

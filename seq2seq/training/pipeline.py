@@ -126,7 +126,11 @@ def finish(trainer: Trainer, result: TrainResult) -> str:
         if cfg.evaluate_test and "test" in trainer.data.splits:
             scores = score_split(translator, trainer.data.splits["test"], run_dir)
             metrics.update(
-                {"hparam/test_bleu": scores.bleu, "hparam/test_chrf": scores.chrf}
+                {
+                    "hparam/test_bleu": scores.bleu,
+                    "hparam/test_chrf": scores.chrf,
+                    "hparam/test_ter": scores.ter,
+                }
             )
             lines.append(f"test: {scores.summary()}")
         pictures = save_alignment_pictures(

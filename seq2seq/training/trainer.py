@@ -469,12 +469,14 @@ class Trainer:
         else:
             self.progress.bad_validations += 1
         log.info(
-            "step %d | valid loss %.3f ppl %.2f | BLEU %.2f chrF %.2f | lr %.2e%s",
+            "step %d | valid loss %.3f ppl %.2f | BLEU %.2f chrF %.2f TER %.2f "
+            "| lr %.2e%s",
             self.progress.step,
             metrics["loss"],
             metrics["ppl"],
             metrics["bleu"],
             metrics["chrf"],
+            metrics["ter"],
             self.optimizer.param_groups[0]["lr"],
             " | new best" if improved else "",
         )

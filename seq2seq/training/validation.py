@@ -30,7 +30,13 @@ def validate(
     texts = translator.detokenize(hyps)
     scores = score(texts, subset.tgt_text)
     ppl = math.exp(min(loss, 50.0))
-    result = {"loss": loss, "ppl": ppl, "bleu": scores.bleu, "chrf": scores.chrf}
+    result = {
+        "loss": loss,
+        "ppl": ppl,
+        "bleu": scores.bleu,
+        "chrf": scores.chrf,
+        "ter": scores.ter,
+    }
     # Gold alignments (phrasebook): one teacher-forced pass over the same subset.
     aligned = alignment_scores(translator, subset)
     if aligned is not None:
