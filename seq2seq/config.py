@@ -264,7 +264,8 @@ class TrainConfig:
 
 @dataclass
 class EvaluateConfig:
-    checkpoint: str = MISSING
+    # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
+    checkpoint: Any = MISSING
     split: str = "test"
     beam_size: int | None = None  # None: the checkpoint's decode settings
     length_penalty: float | None = None
@@ -283,7 +284,8 @@ class EvaluateConfig:
 
 @dataclass
 class TranslateConfig:
-    checkpoint: str = MISSING
+    # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
+    checkpoint: Any = MISSING
     input: str | None = None  # a file; stdin when unset
     output: str | None = None  # a file; stdout when unset
     beam_size: int | None = None
@@ -298,7 +300,8 @@ class TranslateConfig:
 
 @dataclass
 class AlignConfig:
-    checkpoint: str = MISSING
+    # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
+    checkpoint: Any = MISSING
     text: str | None = None
     reference: str | None = None  # force-decode this translation instead of searching
     split: str | None = None

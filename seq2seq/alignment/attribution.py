@@ -18,6 +18,7 @@ from torch import Tensor
 from seq2seq.alignment.extract import without_eos
 from seq2seq.data.batching import collate
 from seq2seq.decoding.translator import Translator
+from seq2seq.model.seq2seq import Seq2Seq
 
 
 def grad_times_input(
@@ -56,6 +57,10 @@ def model_attribution(
     the gradients are taken in fp32, whatever the translator's precision.
     """
     model = translator.model
+    if not isinstance(model, Seq2Seq):
+        raise ValueError(
+            "attribution=true explains one model: give one checkpoint, not an ensemble"
+        )
     model.eval()
     batch = collate([(0, list(src_ids), without_eos(tgt_ids))]).to(translator.device)
     embedding = model.encoder.embedding

@@ -27,6 +27,7 @@ from seq2seq.config import DataConfig, DecodeConfig, Precision, Stop, TrainConfi
 from seq2seq.data.batching import make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.data.tokenizer import PAD_ID, Tokenizer
+from seq2seq.decoding.ensemble import Ensemble
 from seq2seq.decoding.search import Hypothesis, translate_batch
 from seq2seq.model.checkpoint import load_checkpoint
 from seq2seq.model.device import autocast, resolve_precision, select_device
@@ -34,6 +35,20 @@ from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 
 log = logging.getLogger(__name__)
+
+
+def _load(
+    path: Path, device: torch.device
+) -> tuple[Tokenizer, DictConfig, int, Seq2Seq]:
+    """A checkpoint's tokenizer, resolved config, step and model (eval, on device)."""
+    state = load_checkpoint(path, map_location="cpu")
+    cfg = OmegaConf.merge(OmegaConf.structured(TrainConfig), state["config"])
+    tokenizer = Tokenizer.from_bytes(state["tokenizer"])
+    model = build_model(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    model.load_state_dict(state["model"])
+    model.to(device).eval()
+    return tokenizer, cfg, int(state["step"]), model
+
 
 DEFAULT_BATCH_TOKENS = DataConfig.batch_tokens
 
@@ -65,7 +80,7 @@ class Translator:
     docstring). ``amp_dtype`` None is fp32; ``config`` and ``step`` describe the
     training run when the translator comes from a checkpoint."""
 
-    model: Seq2Seq
+    model: Seq2Seq | Ensemble
     tokenizer: Tokenizer
     device: torch.device
     amp_dtype: torch.dtype | None = None
@@ -77,7 +92,7 @@ class Translator:
     @classmethod
     def from_checkpoint(
         cls,
-        path: str | Path,
+        path: str | Path | Sequence[str | Path],
         device: str = "auto",
         precision: Precision | str = Precision.auto,
         batch_tokens: int | None = None,
@@ -86,18 +101,26 @@ class Translator:
         stop: Stop | str | None = None,
         coverage_penalty: float | None = None,
     ) -> Translator:
-        """Weights, config and tokenizer from a checkpoint; the model in eval mode on
-        ``device``. Decoding settings are the checkpoint's with the ones given on
-        top; the batch budget defaults to the run's ``data.batch_tokens``."""
+        """Weights, config and tokenizer from a checkpoint (several paths: an
+        ``Ensemble`` of them, which must share one tokenizer); the model in eval mode
+        on ``device``. Decoding settings are the (first) checkpoint's with the ones
+        given on top; the batch budget defaults to its run's ``data.batch_tokens``."""
+        paths = [path] if isinstance(path, str | Path) else list(path)
+        if not paths:
+            raise ValueError("from_checkpoint needs at least one checkpoint")
         torch_device = select_device(device)
-        state = load_checkpoint(Path(path), map_location="cpu")
-        cfg = OmegaConf.merge(OmegaConf.structured(TrainConfig), state["config"])
-        tokenizer = Tokenizer.from_bytes(state["tokenizer"])
-        model = build_model(
-            cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size
-        )
-        model.load_state_dict(state["model"])
-        model.to(torch_device).eval()
+        loaded = [_load(Path(p), torch_device) for p in paths]
+        tokenizer, cfg, step, _ = loaded[0]
+        for (other, *_), other_path in zip(loaded[1:], paths[1:], strict=True):
+            if other.to_bytes() != tokenizer.to_bytes():
+                raise ValueError(
+                    f"{other_path} and {paths[0]} have different tokenizers: the "
+                    "members of an "
+                    "ensemble must share one vocabulary (train them on the same "
+                    "prepared corpus)"
+                )
+        models = [m for *_, m in loaded]
+        model = models[0] if len(models) == 1 else Ensemble(models).eval()
         decode = decode_settings(
             cfg.decode,
             beam_size=beam_size,
@@ -113,7 +136,7 @@ class Translator:
             batch_tokens=batch_tokens or cfg.data.batch_tokens,
             decode=decode,
             config=cfg,
-            step=int(state["step"]),
+            step=step,
         )
 
     def with_decoding(self, base: Any = None, **overrides: Any) -> Translator:
