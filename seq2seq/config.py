@@ -4,8 +4,9 @@ Every YAML file in ``configs/`` is validated against these dataclasses, so a typ
 an override (``trainer.max_epoch=3``) is an error instead of a silent no-op, and every
 choice is an ``Enum``: ``decode.stop=bset`` fails when Hydra composes the config and
 names the allowed values. The dataclass is the one place of each default; the YAML
-files set only what differs. Modules never read these objects directly; only the
-builders and the entry points do.
+files set only what differs. What a type cannot say (ranges, settings that must agree)
+``config_checks.py`` checks right after composition. Modules never read these objects
+directly; only the builders and the entry points do.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def choice(name: str, *values: str) -> type[Choice]:
 
 
 Corpus = choice("Corpus", "phrasebook", "multi30k", "local")
+# Every corpus is read as these three splits (data/corpus.py).
+Split = choice("Split", "train", "validation", "test")
 PieceModel = choice("PieceModel", "unigram", "bpe")
 AttentionType = choice(
     "AttentionType",
@@ -88,7 +91,7 @@ class Metric(Choice):
 
 @dataclass
 class PhrasebookConfig:
-    """Sizes and seed of the built-in English→French corpus."""
+    """Sizes and seed of the built-in English–French corpus (either direction)."""
 
     train_size: int = 20000
     validation_size: int = 500
@@ -263,10 +266,34 @@ class TrainConfig:
 
 
 @dataclass
+class PhrasebookOverrides:
+    """``PhrasebookConfig`` fields to change; None keeps the checkpoint's."""
+
+    train_size: int | None = None
+    validation_size: int | None = None
+    test_size: int | None = None
+    seed: int | None = None
+
+
+@dataclass
+class DataOverrides:
+    """The corpus fields of ``DataConfig`` that ``seq2seq-evaluate`` may change on the
+    checkpoint's (``data.local_dir=DIR data.name=local``): typed, so a typo fails like
+    anywhere else; None keeps the checkpoint's value."""
+
+    name: Corpus | None = None
+    hub_id: str | None = None
+    local_dir: str | None = None
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    phrasebook: PhrasebookOverrides = field(default_factory=PhrasebookOverrides)
+
+
+@dataclass
 class EvaluateConfig:
     # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
     checkpoint: Any = MISSING
-    split: str = "test"
+    split: Split = Split.test
     beam_size: int | None = None  # None: the checkpoint's decode settings
     length_penalty: float | None = None
     stop: Stop | None = None  # beam search's stop rule (decode.stop)
@@ -279,7 +306,8 @@ class EvaluateConfig:
     alignment: bool = False  # report AER when the corpus has gold alignments
     device: str = "auto"
     precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
-    data: Any | None = None  # a DataConfig overriding the checkpoint's corpus
+    # the checkpoint's corpus settings with these on top (another corpus or folder)
+    data: DataOverrides = field(default_factory=DataOverrides)
 
 
 @dataclass
@@ -304,7 +332,7 @@ class AlignConfig:
     checkpoint: Any = MISSING
     text: str | None = None
     reference: str | None = None  # force-decode this translation instead of searching
-    split: str | None = None
+    split: Split | None = None
     index: list[int] | None = None  # split: these pairs; None: the whole split
     references: bool = False  # split: force-decode its references (gold's words)
     format: AlignFormat = AlignFormat.png

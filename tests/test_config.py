@@ -1,4 +1,5 @@
-"""Every config group and experiment composes and validates against the schemas."""
+"""Every config group and experiment composes, validates against the schemas and
+passes the value checks of its command."""
 
 from pathlib import Path
 
@@ -8,6 +9,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from seq2seq.config import CONFIG_DIR, register_configs
+from seq2seq.config_checks import check_config
 
 register_configs()
 
@@ -26,12 +28,15 @@ def test_primary_configs_compose(app):
     cfg = _compose(app, [])
     assert cfg.data.name == "phrasebook"
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    check_config(app, cfg)
 
 
 @pytest.mark.parametrize("app", ["evaluate", "translate", "align"])
 def test_checkpoint_apps_compose(app):
-    cfg = _compose(app, ["checkpoint=x.pt"])
+    overrides = ["checkpoint=x.pt"] + (["text=a b"] if app == "align" else [])
+    cfg = _compose(app, overrides)
     assert cfg.checkpoint == "x.pt"
+    check_config(app, cfg)
 
 
 @pytest.mark.parametrize(
@@ -57,6 +62,7 @@ def test_every_group_option_composes(group, option):
         overrides += ["data.local_dir=/tmp", "data.src_lang=de", "data.tgt_lang=en"]
     cfg = _compose("train", overrides)
     OmegaConf.to_container(cfg, resolve=True)
+    check_config("train", cfg)
     if group == "model/attention":
         assert cfg.model.attention.type == option
 
@@ -65,6 +71,7 @@ def test_every_group_option_composes(group, option):
 def test_every_experiment_composes(experiment):
     cfg = _compose("train", [f"experiment={experiment}"])
     OmegaConf.to_container(cfg, resolve=True)
+    check_config("train", cfg)
 
 
 def test_experiment_sets_language_pair():

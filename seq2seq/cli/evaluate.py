@@ -1,16 +1,38 @@
 """``seq2seq-evaluate``: translate a split, print BLEU/chrF (and AER), write hypotheses.
 
-``data=...`` overrides (merged onto the checkpoint's corpus settings) evaluate the
-same model on another corpus or folder; the checkpoint's tokenizer is reused.
+``data.*`` overrides (``data.local_dir=DIR``, ``data.name=local``: the set fields of
+``DataOverrides``, merged onto the checkpoint's corpus settings) evaluate the same
+model on another corpus or folder; the checkpoint's tokenizer is reused.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.cli.app import command, load_translator, run_dir
+from seq2seq.config_checks import check_data
+
+
+def _set_fields(overrides: DictConfig) -> dict[str, Any]:
+    """The fields the user set (not None), nested tables included."""
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if isinstance(value, DictConfig):
+            value = _set_fields(value) or None
+        if value is not None:
+            out[str(key)] = value
+    return out
+
+
+def corpus_settings(checkpoint_data: DictConfig, overrides: DictConfig) -> DictConfig:
+    """The checkpoint's ``data`` with the user's ``data.*`` overrides on top, checked
+    like ``seq2seq-train``'s (a phrasebook pair, a ``local`` corpus's folder)."""
+    data = OmegaConf.merge(checkpoint_data, _set_fields(overrides))
+    check_data(data)
+    return data
 
 
 def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):
@@ -20,9 +42,7 @@ def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):
     from seq2seq.decoding.scores import score
 
     translator = load_translator(cfg)
-    data_cfg = translator.config.data
-    if cfg.data is not None:
-        data_cfg = OmegaConf.merge(data_cfg, cfg.data)
+    data_cfg = corpus_settings(translator.config.data, cfg.data)
     split = encode_corpus_split(data_cfg, translator.tokenizer, cfg.split)
     texts = translator.detokenize(translator.hypotheses(split))
     paper_lang = data_cfg.tgt_lang if cfg.paper_bleu else None

@@ -31,6 +31,7 @@ from pathlib import Path
 from datasets import Dataset, DatasetDict
 
 from seq2seq.config import Corpus, DataConfig
+from seq2seq.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ _TEXT = re.compile(
 )
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError, ValueError):
     """A corpus that cannot be read as asked: names the file and what was expected."""
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from seq2seq.data.corpus import read_corpus
+from seq2seq.data.corpus import CorpusError, read_corpus
 from seq2seq.data.tokenizer import Tokenizer
 
 
@@ -68,11 +68,22 @@ def encode_texts(
 
 
 def encode_corpus_split(data_cfg, tokenizer: Tokenizer, split: str) -> EncodedSplit:
-    """Load ``split`` of the corpus that ``data_cfg`` describes and encode it."""
+    """Load ``split`` of the corpus that ``data_cfg`` describes and encode it.
+
+    Raises:
+        CorpusError: the corpus has no such split, or the split has no pairs.
+    """
     corpus = read_corpus(data_cfg).splits
     if split not in corpus:
-        raise ValueError(f"split {split!r} not in the corpus; it has {sorted(corpus)}")
+        raise CorpusError(
+            f"split={split}: no such split; the corpus has {', '.join(corpus)}"
+        )
     ds = corpus[split]
+    if len(ds) == 0:
+        raise CorpusError(
+            f"split={split} of corpus {data_cfg.name} has no pairs (an empty file, "
+            "or only pairs with an empty side)"
+        )
     alignment = ds["alignment"] if "alignment" in ds.column_names else None
     return encode_texts(tokenizer, ds["src"], ds["tgt"], alignment)
 

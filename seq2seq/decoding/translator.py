@@ -24,6 +24,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.config import DataConfig, DecodeConfig, Precision, Stop, TrainConfig
+from seq2seq.config_checks import check_decode
 from seq2seq.data.batching import make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.data.tokenizer import PAD_ID, Tokenizer
@@ -64,13 +65,15 @@ class ForcedAttention(NamedTuple):
 
 def decode_settings(base: Any = None, **overrides: Any) -> DictConfig:
     """``DecodeConfig`` from ``base`` (a checkpoint's ``decode``, say) with the
-    overrides that are not None on top; typed, so a bad value fails here."""
+    overrides that are not None on top; typed and checked (``check_decode``), so a
+    bad value (``beam_size=0``, ``n_best`` above the beam) fails here."""
     cfg = OmegaConf.structured(DecodeConfig)
     if base is not None:
         cfg = OmegaConf.merge(cfg, base)
     for key, value in overrides.items():
         if value is not None:
             cfg[key] = value
+    check_decode(cfg)
     return cfg
 
 

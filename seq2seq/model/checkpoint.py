@@ -27,14 +27,17 @@ from typing import Any
 
 import torch
 
+from seq2seq.errors import UserError
+
 log = logging.getLogger(__name__)
 
 FORMAT = "seq2seq-checkpoint"
 FORMAT_VERSION = 1
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint that is missing, truncated, corrupt, foreign or too new."""
+class CheckpointError(UserError, RuntimeError):
+    """A checkpoint that is missing, truncated, corrupt, foreign, unsafe or too new,
+    or one that could not be written (a full disk)."""
 
 
 # ------------------------------------------------------------------ save / load

@@ -13,19 +13,29 @@ import os
 import torch
 
 from seq2seq.config import Precision
+from seq2seq.errors import ConfigValueError, UserError
 
 log = logging.getLogger(__name__)
+
+
+class DeviceError(UserError, RuntimeError):
+    """A device this machine does not have, or a precision it cannot run."""
 
 
 def select_device(name: str) -> torch.device:
     """Resolve ``auto | cpu | cuda[:i]``; asking for CUDA without one is an error."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise DeviceError(
+            f"device {name!r}: not a device; use auto, cpu or cuda"
+        ) from err
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
-            "trainer.device=cuda but torch sees no CUDA device; use trainer.device=cpu "
-            "or auto"
+        raise DeviceError(
+            f"device {name!r}: torch sees no CUDA device here; use device=cpu or auto "
+            "(trainer.device=... for seq2seq-train)"
         )
     return device
 
@@ -49,7 +59,9 @@ def resolve_precision(
     if precision == Precision.fp32:
         return None
     if device.type != "cuda" and precision == Precision.fp16:
-        raise ValueError("fp16 autocast needs CUDA; use precision=fp32 or bf16 on CPU")
+        raise ConfigValueError(
+            "fp16 autocast needs CUDA; use precision=fp32 or bf16 on CPU"
+        )
     if device.type == "cpu":
         limit_onednn_caches()
         if not cpu_has_native_bf16():

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.config import AttentionType, Bridge, DecoderStyle, ModelConfig
+from seq2seq.config_checks import check_model
 from seq2seq.model.attention import build_attention
 from seq2seq.model.decoder import DECODERS, Decoder, DecoderState
 from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
@@ -72,36 +73,11 @@ class Seq2Seq(nn.Module):
         return ModelOutput(*self.decoder(tgt_in, state, sampling_ratio, rows))
 
 
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
-
-
 def validate_model_config(cfg: ModelConfig) -> DecoderStyle:
-    """Raise ValueError on a bad size or rate; return the decoder style. (Choices are
-    ``Enum`` fields, checked when the config is composed.)"""
-    att = cfg.attention
-    style = DecoderStyle(cfg.decoder.style or att.style)
-    sizes = {
-        "model.emb_dim": cfg.emb_dim,
-        "model.encoder.hidden_size": cfg.encoder.hidden_size,
-        "model.encoder.layers": cfg.encoder.layers,
-        "model.decoder.hidden_size": cfg.decoder.hidden_size,
-        "model.decoder.layers": cfg.decoder.layers,
-        "model.attention.heads": att.heads,
-        "model.attention.dim": att.dim if att.dim is not None else 1,
-    }
-    for name, value in sizes.items():
-        _check(value >= 1, f"{name} must be >= 1, got {value}")
-    rates = {
-        "model.emb_dropout": cfg.emb_dropout,
-        "model.word_dropout": cfg.word_dropout,
-        "model.encoder.dropout": cfg.encoder.dropout,
-        "model.decoder.dropout": cfg.decoder.dropout,
-    }
-    for name, value in rates.items():
-        _check(0.0 <= value < 1.0, f"{name} must be in [0, 1), got {value}")
-    return style
+    """Raise ``ConfigValueError`` on a bad size, rate or pairing (the checks of
+    ``seq2seq-train``, for Python callers); return the decoder style."""
+    check_model(cfg)
+    return DecoderStyle(cfg.decoder.style or cfg.attention.style)
 
 
 def init_weights(model: nn.Module) -> None:
@@ -125,7 +101,8 @@ def build_model(
     model_cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int
 ) -> Seq2Seq:
     """Build and initialise a ``Seq2Seq`` from ``ModelConfig``; the decoder style is
-    ``decoder.style or attention.style``. Raises ValueError on bad config values."""
+    ``decoder.style or attention.style``. Raises ``ConfigValueError`` (a
+    ``ValueError``) on bad values."""
     cfg = model_cfg
     style = validate_model_config(cfg)
     encoder = BiGRUEncoder(

@@ -17,7 +17,7 @@ from seq2seq.data.prepare import format_stats, prepare_data, resolve_cache_root
 from seq2seq.data.splits import write_lines
 from seq2seq.decoding.scores import Scores, score
 from seq2seq.decoding.translator import Translator
-from seq2seq.model.checkpoint import load_checkpoint
+from seq2seq.model.checkpoint import CheckpointError, load_checkpoint
 from seq2seq.model.device import select_device
 from seq2seq.training.distributed import (
     barrier,
@@ -45,7 +45,7 @@ def find_resume_checkpoint(cfg: DictConfig, run_dir: Path) -> Path | None:
     if cfg.trainer.resume_from:
         path = Path(cfg.trainer.resume_from)
         if not path.is_file():
-            raise FileNotFoundError(f"trainer.resume_from={path} does not exist")
+            raise CheckpointError(f"trainer.resume_from={path} does not exist")
         return path
     if not cfg.trainer.resume:
         return None

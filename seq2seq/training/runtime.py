@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from seq2seq.errors import UserError
+
 log = logging.getLogger(__name__)
+
+
+class ToolchainError(UserError, RuntimeError):
+    """``trainer.compile=true`` where torch.compile could not build its kernels."""
 
 
 def check_compile_toolchain(device: torch.device) -> None:
@@ -27,14 +33,14 @@ def check_compile_toolchain(device: torch.device) -> None:
     fail deep inside torch."""
     if device.type == "cuda":
         if find_spec("triton") is None:
-            raise RuntimeError(
+            raise ToolchainError(
                 "trainer.compile=true on CUDA needs Triton (pip install triton); "
                 "or set trainer.compile=false"
             )
         return
     compilers = ("g++", "c++", "clang++", "cl")
     if not (os.environ.get("CXX") or any(shutil.which(c) for c in compilers)):
-        raise RuntimeError(
+        raise ToolchainError(
             "trainer.compile=true on CPU needs a C++ compiler (torch.compile builds "
             "C++ kernels): install g++ or clang++, or set CXX, or set "
             "trainer.compile=false"

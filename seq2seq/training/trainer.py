@@ -23,6 +23,7 @@ from seq2seq.config import AttentionType, Metric, NonFinite
 from seq2seq.data.batching import Batch, make_loader
 from seq2seq.data.prepare import PreparedData
 from seq2seq.decoding.translator import Translator, decode_settings
+from seq2seq.errors import ConfigValueError, UserError
 from seq2seq.model.checkpoint import (
     CheckpointError,
     library_versions,
@@ -48,6 +49,11 @@ from seq2seq.training.tracking import ThroughputMeter, Tracker, progress_bar
 from seq2seq.training.validation import validate
 
 log = logging.getLogger(__name__)
+
+
+class TrainingDiverged(UserError, FloatingPointError):
+    """A non-finite loss or gradient under ``trainer.nonfinite=stop``: the stop the
+    settings asked for, with the step and batch, not a bug."""
 
 
 @dataclass
@@ -139,11 +145,11 @@ class Trainer:
         """The training split's gold attention when guided alignment is on."""
         weight = self.tcfg.guided_alignment
         if weight < 0:
-            raise ValueError(f"trainer.guided_alignment must be >= 0, got {weight}")
+            raise ConfigValueError(f"trainer.guided_alignment={weight}: must be >= 0")
         if not weight:
             return None
         if self.cfg.model.attention.type == AttentionType.none:
-            raise ValueError(
+            raise ConfigValueError(
                 "trainer.guided_alignment > 0 needs an attention to guide; "
                 "model/attention=none has none"
             )
@@ -320,7 +326,10 @@ class Trainer:
         where = f"step {step}, epoch {epoch}, batch ids {ids}"
         self.optimizer.zero_grad(set_to_none=True)
         if self.tcfg.nonfinite == NonFinite.stop:
-            raise FloatingPointError(f"non-finite loss or gradient at {where}")
+            raise TrainingDiverged(
+                f"non-finite loss or gradient at {where} (trainer.nonfinite=stop); "
+                "lower optim.lr, or skip such batches with trainer.nonfinite=skip"
+            )
         self.progress.skipped_batches += 1
         log.warning(
             "non-finite loss or gradient at %s: batch skipped (%d so far)",
