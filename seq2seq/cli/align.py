@@ -13,6 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from seq2seq.cli.app import command, load_translator, run_dir
+from seq2seq.errors import InputError
 
 
 def _sentences(cfg: DictConfig, translator):
@@ -23,13 +24,16 @@ def _sentences(cfg: DictConfig, translator):
         refs = [cfg.reference] if cfg.reference is not None else None
         return translator.encode([cfg.text], refs), ["text"]
     if cfg.split is None:
-        raise ValueError('give text="..." or split=NAME (optionally index=[...])')
+        raise InputError('give text="..." or split=NAME (optionally index=[...])')
     full = encode_corpus_split(translator.config.data, translator.tokenizer, cfg.split)
     n = len(full)
     indices = list(range(n)) if cfg.index is None else list(cfg.index)
     bad = [i for i in indices if not 0 <= i < n]
     if bad:
-        raise IndexError(f"index {bad} out of range: split {cfg.split!r} has {n} pairs")
+        raise InputError(
+            f"index={bad} out of range: split={cfg.split} has {n} pairs, "
+            f"so index takes 0 to {n - 1}"
+        )
     return full.select(indices), [f"{cfg.split} {i}" for i in indices]
 
 

@@ -1,44 +1,170 @@
-"""What every command shares: the packaged configs, the run directory, the entry, and
-the translator a decoding command loads.
+"""What every command shares: the packaged configs, the run directory, the entry, the
+translator a decoding command loads, and the one boundary where errors meet people.
 
 Each command module (``prepare``, ``train``, ``evaluate``, ``translate``, ``align``,
 ``average``) reads its config, builds objects and calls the library; ``main`` of each
 is a console script. Nothing in the library imports a command.
+
+The boundary (``user_errors``): a mistake of the user (a ``UserError``: a value, a
+path, a file, a checkpoint, a corpus; Hydra's composition errors: a typo, a value
+outside a choice; a folder that cannot be written) prints ``seq2seq-<command>: error:
+<what was wrong and how to fix it>`` to stderr and exits with status 2, without a
+traceback. ``HYDRA_FULL_ERROR=1`` shows the traceback instead. Anything else is a bug
+and keeps its traceback (exit status 1). Ctrl-C exits with 130.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
+import functools
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import (
+    CompactHydraException,
+    ConfigCompositionException,
+    MissingConfigException,
+    OverrideParseException,
+)
 from omegaconf import DictConfig
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from seq2seq.config import CONFIG_DIR, register_configs
+from seq2seq.config_checks import check_config, did_you_mean
+from seq2seq.errors import UserError
 
 if TYPE_CHECKING:
     from seq2seq.decoding.translator import Translator
 
 register_configs()
 
+FULL_ERROR = "HYDRA_FULL_ERROR"  # Hydra's own switch, so one switch serves both
+# OSErrors that are the machine's state, not a bug: the message names the path.
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES}
+
 
 def command(config_name: str, body: Callable[[DictConfig], object]) -> Callable:
-    """The console script of a command: Hydra composes ``config_name``.yaml (with
-    the command line's overrides) and ``body`` runs on it; Ctrl-C exits with 130."""
+    """The console script of a command: Hydra composes ``config_name``.yaml (with the
+    command line's overrides), ``config_checks`` checks its values, and ``body`` runs
+    on it, all inside ``user_errors``."""
+
+    prog = f"seq2seq-{config_name}"
+    traceback = False  # the user's HYDRA_FULL_ERROR, read before _hydra_raises
+
+    @functools.wraps(body)  # Hydra names the job (and its log) after body's module
+    def task(cfg: DictConfig) -> object:
+        # Inside the job too: Hydra would report the error as a failed job first.
+        with user_errors(prog, traceback):
+            check_config(config_name, cfg)
+            return body(cfg)
+
     app = hydra.main(
         config_path=str(CONFIG_DIR), config_name=config_name, version_base="1.3"
-    )(body)
+    )(task)
 
     def main() -> None:
-        try:
+        nonlocal traceback
+        traceback = wants_traceback()
+        with user_errors(prog, traceback), _hydra_raises():  # composition errors
             app()
-        except KeyboardInterrupt:
-            sys.exit(130)
 
     return main
+
+
+def wants_traceback() -> bool:
+    """``HYDRA_FULL_ERROR=1``: show user errors with their traceback, as bugs."""
+    return os.environ.get(FULL_ERROR) == "1"
+
+
+@contextmanager
+def user_errors(prog: str, traceback: bool = False) -> Iterator[None]:
+    """Turn a user's mistake into one message on stderr and exit status 2 (with
+    ``traceback``: let it through, traceback and all)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as err:
+        if traceback or not is_user_error(err):
+            raise
+        sys.stderr.write(f"{prog}: error: {describe(err)}\n")
+        sys.exit(2)
+
+
+@contextmanager
+def _hydra_raises() -> Iterator[None]:
+    """Hydra prints its own report of any error (a traceback for errors in the task)
+    and exits 1, unless ``HYDRA_FULL_ERROR=1``; set it while the app runs so every
+    error reaches ``user_errors``, which decides how to show it."""
+    before = os.environ.get(FULL_ERROR)
+    os.environ[FULL_ERROR] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(FULL_ERROR, None)
+        else:
+            os.environ[FULL_ERROR] = before
+
+
+def is_user_error(err: BaseException) -> bool:
+    """Ours (``UserError``), Hydra's composition and override errors, and a file
+    system that refuses a write (full, read-only, no permission)."""
+    if isinstance(err, (UserError, CompactHydraException)):
+        return True
+    return isinstance(err, OSError) and err.errno in _ENVIRONMENT_ERRNOS
+
+
+def _lines(text: object) -> list[str]:
+    return [line.strip() for line in str(text).splitlines() if line.strip()]
+
+
+def describe(err: BaseException) -> str:
+    """One line for a user error; Hydra's multi-line reports condensed to theirs."""
+    if isinstance(err, MissingConfigException):
+        head = _lines(err)[0]
+        options = f"; the options: {', '.join(err.options)}" if err.options else ""
+        return head + options
+    if isinstance(err, OverrideParseException):
+        head, *rest = _lines(err.message)
+        detail = f": {rest[0]}" if rest else ""
+        return f"{head}{detail}; write each override as key=value (see --help)"
+    if isinstance(err, ConfigCompositionException):
+        return _composition(err)
+    if isinstance(err, OSError) and not isinstance(err, UserError):
+        where = f": {err.filename}" if err.filename else ""
+        full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+        fix = "free some space or write elsewhere" if full else "write elsewhere"
+        return f"{err.strerror or err}{where}; {fix} (hydra.run.dir=DIR, output=PATH)"
+    lines = _lines(err) or [type(err).__name__]
+    return "; ".join(lines[:2])
+
+
+def _composition(err: ConfigCompositionException) -> str:
+    """``Error merging override decode.stop=bset: Invalid value 'bset', expected one
+    of [bound, best]``; an unknown key gets the nearest setting's name."""
+    head = _lines(err)[0].rstrip(".")
+    cause = err.__cause__
+    if cause is None:
+        return head
+    unknown = isinstance(cause, (ConfigAttributeError, ConfigKeyError))
+    schema = getattr(cause, "object_type", None)
+    full_key = getattr(cause, "full_key", None)
+    if unknown and full_key and schema and dataclasses.is_dataclass(schema):
+        prefix, _, key = full_key.rpartition(".")
+        prefix = f"{prefix}." if prefix else ""
+        fields = [f.name for f in dataclasses.fields(schema)]
+        where = f"{full_key}: no such setting in {schema.__name__}"
+        return f"{where}; {did_you_mean(key, fields, prefix)}"
+    detail = _lines(cause)
+    return f"{head}: {detail[0]}" if detail else head
 
 
 def run_dir() -> Path:

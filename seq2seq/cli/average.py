@@ -3,7 +3,8 @@
 Averaging the last few epoch checkpoints of a run (``trainer.keep_last``) smooths the
 noise of the final updates; whether it helps is for the validation split to say
 (docs/results.md). The result is an inference checkpoint
-(``model.checkpoint.write_average``).
+(``model.checkpoint.write_average``). Errors go through the commands' one boundary
+(``cli.app.user_errors``): a bad checkpoint or a full disk is one line and status 2.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from seq2seq.model.checkpoint import CheckpointError, write_average
+from seq2seq.cli.app import user_errors, wants_traceback
+from seq2seq.model.checkpoint import write_average
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -29,9 +31,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
+    with user_errors(parser.prog, wants_traceback()):
         path = write_average(args.checkpoints, args.output)
-    except CheckpointError as err:
-        parser.exit(2, f"seq2seq-average: error: {err}\n")
     names = ", ".join(p.name for p in args.checkpoints)
     print(f"averaged {len(args.checkpoints)} checkpoints ({names}) into {path}")
