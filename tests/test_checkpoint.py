@@ -1,4 +1,5 @@
 import os
+import pickle
 import random
 
 import numpy as np
@@ -16,6 +17,7 @@ from seq2seq.model.checkpoint import (
     save_checkpoint,
 )
 from seq2seq.training.runtime import rng_state, set_rng_state
+from tests.full_disk import simulate_full_disk
 
 
 def make_state(value: float = 1.0) -> dict:
@@ -78,6 +80,44 @@ def test_crash_during_save_keeps_previous(tmp_path, monkeypatch, where):
     assert os.listdir(tmp_path) == ["last.pt"]  # no stray temp file
     weight = load_checkpoint(path)["model"]["weight"]
     assert torch.all(weight < 1.5)  # still the first state (1.0 after one Adam step)
+
+
+def test_full_disk_says_so_and_keeps_previous(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, make_state(1.0))
+    simulate_full_disk(monkeypatch, limit=512)
+    with pytest.raises(CheckpointError, match="no space left on device") as info:
+        save_checkpoint(path, make_state(2.0))
+    assert "previous one is unchanged" in str(info.value)
+    assert "unexpected pos" in str(info.value.__cause__)  # what torch itself says
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["last.pt"]  # the temporary file is gone
+    assert torch.all(load_checkpoint(path)["model"]["weight"] < 1.5)
+
+
+class Exploit:
+    """Unpickling this would run a shell command."""
+
+    def __reduce__(self):
+        return (os.system, ("touch pwned",))
+
+
+@pytest.mark.parametrize("how", ["torch.save", "pickle", "legacy torch.save"])
+def test_malicious_pickle_is_refused_as_unsafe_without_running(
+    tmp_path, monkeypatch, how
+):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "evil.pt"
+    state = {"format": FORMAT, "format_version": 1, "model": Exploit()}
+    if how == "pickle":
+        path.write_bytes(pickle.dumps(state))
+    else:
+        zipped = how == "torch.save"
+        torch.save(state, path, _use_new_zipfile_serialization=zipped)
+    with pytest.raises(CheckpointError, match=r"unsafe and was not loaded") as info:
+        load_checkpoint(path)
+    assert "system" in str(info.value) and "truncated" not in str(info.value)
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_missing_file(tmp_path):

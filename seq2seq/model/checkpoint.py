@@ -14,12 +14,13 @@ Keys: ``format="seq2seq-checkpoint"``, ``format_version``, ``model``, ``config``
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
-import pickle
 import platform
+import shutil
 import tempfile
-from collections import OrderedDict
+import zipfile
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 import torch
 
 from seq2seq.errors import UserError
+from seq2seq.model.pickles import check_weights_only_safe, unsafe_globals
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,8 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
 
     The file is written to a temporary file in the same folder, flushed and fsynced,
     then renamed over ``path`` and the folder is fsynced: a crash at any point leaves
-    either the previous checkpoint or the new one, never a partial file. ``format``,
+    either the previous checkpoint or the new one, never a partial file, and a full
+    disk raises ``CheckpointError`` saying so (the temporary file removed). ``format``,
     ``format_version`` and ``versions`` are filled in when ``state`` lacks them.
     """
     path = Path(path)
@@ -68,38 +71,41 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
-    except BaseException:
+    except BaseException as err:
+        full = isinstance(err, Exception) and _disk_full(err, path.parent)
         Path(tmp_name).unlink(missing_ok=True)
+        if full:
+            kept = "the previous one is unchanged" if path.exists() else "none written"
+            raise CheckpointError(
+                f"no space left on device while writing checkpoint {path} ({kept}): "
+                "free some space, or write elsewhere (hydra.run.dir=DIR)"
+            ) from err
         raise
     _fsync_dir(path.parent)
     log.debug("saved checkpoint %s", path)
     return path
 
 
-_LEAVES = (str, bytes, int, float, bool, type(None), torch.dtype, torch.device)
-_CONTAINERS = (dict, OrderedDict, list, tuple, set, torch.Size)
+def _disk_full(err: BaseException, folder: Path) -> bool:
+    """Whether a failed write failed for want of space. torch reports it as
+    ``RuntimeError: [enforce fail at inline_container.cc:...] unexpected pos``, with
+    the ``OSError`` (ENOSPC) of the file's write as its context; without that, an
+    "unexpected pos" on an all but full file system (checked before the temporary
+    file is removed) means the same."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    if "unexpected pos" not in str(err):
+        return False
+    try:
+        return shutil.disk_usage(folder).free < _NEARLY_FULL
+    except OSError:
+        return False
 
 
-def check_weights_only_safe(obj: Any, where: str = "state") -> None:
-    """Raise ``TypeError`` naming the first value ``weights_only`` loading would refuse.
-
-    Checked before writing, so a bad value (a NumPy scalar, a ``Path``, an object)
-    fails at save time instead of making an unloadable checkpoint.
-    """
-    if isinstance(obj, torch.Tensor) or type(obj) in _LEAVES:
-        return
-    if type(obj) not in _CONTAINERS:
-        raise TypeError(
-            f"{where} is a {type(obj).__module__}.{type(obj).__qualname__}, which "
-            "torch.load(weights_only=True) refuses; store plain values or tensors"
-        )
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            check_weights_only_safe(key, f"a key of {where}")
-            check_weights_only_safe(value, f"{where}[{key!r}]")
-    else:
-        for k, value in enumerate(obj):
-            check_weights_only_safe(value, f"{where}[{k}]")
+_NEARLY_FULL = 1 << 20  # bytes
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -120,37 +126,47 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict:
     """Load a checkpoint written by :func:`save_checkpoint` with ``weights_only=True``.
 
     Raises:
-        CheckpointError: the file is missing, empty, truncated or corrupt, is not a
-            seq2seq checkpoint, or was written by a newer format version.
+        CheckpointError: the file is missing, empty, truncated or corrupt, unsafe
+            (its pickle imports code), is not a seq2seq checkpoint, or was written
+            by a newer format version.
     """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist (or is not a file)")
     if path.stat().st_size == 0:
         raise CheckpointError(f"checkpoint {path} is empty (0 bytes): truncated copy?")
+    if not zipfile.is_zipfile(path):  # not what save_checkpoint writes: look first
+        _refuse_unsafe(path)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as err:
-        if "Unsupported global" in str(err):
-            raise CheckpointError(
-                f"{path} holds objects that weights_only loading refuses, so it is not "
-                f"a seq2seq checkpoint (only load files you trust): {_reason(err)}"
-            ) from err
-        raise _unreadable(path, err) from err
     except Exception as err:  # pickle raises anything (KeyError, EOFError, ...)
+        _refuse_unsafe(path)
         raise _unreadable(path, err) from err
     _check_header(path, state)
     return state
 
 
+def _refuse_unsafe(path: Path) -> None:
+    """Raise when the file's pickle imports something ``weights_only`` never runs."""
+    unsafe = unsafe_globals(path)
+    if unsafe:
+        raise CheckpointError(
+            f"checkpoint {path} is unsafe and was not loaded: its pickle would import "
+            f"{', '.join(unsafe[:3])} (code that weights_only loading refuses to "
+            "run); use only checkpoints written by seq2seq-train that you trust"
+        )
+
+
 def _unreadable(path: Path, err: BaseException) -> CheckpointError:
+    """Why ``torch.load`` refused a file that is not unsafe: truncated or corrupt,
+    or not a PyTorch file."""
+    size = path.stat().st_size
     with open(path, "rb") as handle:
         magic = handle.read(4)
     if magic == b"PK\x03\x04":
         what = "is truncated or corrupt (a PyTorch zip file that cannot be read)"
     else:
         what = "is not a PyTorch checkpoint (foreign or corrupt file)"
-    size = path.stat().st_size
     return CheckpointError(f"checkpoint {path} ({size} bytes) {what}: {_reason(err)}")
 
 
