@@ -3,13 +3,16 @@ import re
 import pytest
 
 from seq2seq.config import PhrasebookConfig
+from seq2seq.data.corpus import CorpusError, read_corpus
 from seq2seq.data.phrasebook import (
     Tok,
     french_surface,
     generate_phrasebook,
     phrasebook_columns,
+    transpose_links,
 )
 from seq2seq.data.phrasebook_lexicon import lexicon
+from tests.helpers import phrasebook_config
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +121,35 @@ def test_elision_and_contraction_rules():
     assert [t.word for t in toks] == ["je", "ne", "l'aime"] and toks[2].sure == {1, 3}
     toks = french_surface([Tok("ce", {0}, vowel_form="cet"), Tok("hôtel", {1})])
     assert [t.word for t in toks] == ["cet", "hôtel"]
+
+
+def test_links_transpose_sure_and_possible():
+    assert transpose_links("0-0 0-1 2?1 3-2") == "0-0 1-0 1?2 2-3"
+    assert transpose_links(transpose_links("0-1 1?0 2-2")) == "0-1 1?0 2-2"
+
+
+def test_french_to_english_swaps_the_sides_and_transposes_the_links():
+    cfg = phrasebook_config(30, 5, 5)
+    en_fr = read_corpus(cfg).splits
+    cfg.src_lang, cfg.tgt_lang = "fr", "en"
+    fr_en = read_corpus(cfg).splits
+    for split in ("train", "validation", "test"):
+        forward, backward = en_fr[split], fr_en[split]
+        assert backward["src"] == forward["tgt"]
+        assert backward["tgt"] == forward["src"]
+        assert backward["alignment"] == [
+            transpose_links(links) for links in forward["alignment"]
+        ]
+    # every link still points at real tokens, source (now French) index first
+    for src, tgt, links in zip(
+        *(fr_en["train"][c] for c in fr_en["train"].column_names), strict=True
+    ):
+        for i, j in parse(links):
+            assert i < len(src.split()) and j < len(tgt.split())
+
+
+def test_other_languages_are_refused():
+    cfg = phrasebook_config(30, 5, 5)
+    cfg.src_lang = "de"
+    with pytest.raises(CorpusError, match="English–French"):
+        read_corpus(cfg)

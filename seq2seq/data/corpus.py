@@ -2,7 +2,8 @@
 
 Sources (``DataConfig.name``):
 
-- ``phrasebook``: the built-in English→French corpus with gold alignments.
+- ``phrasebook``: the built-in English–French corpus with gold alignments, either
+  direction (``data.src_lang=fr data.tgt_lang=en`` transposes the links).
 - ``multi30k``: ``data.local_dir`` (``{train,validation,test}.jsonl`` with one key per
   language) or, when it is unset, the Hugging Face dataset ``data.hub_id`` (default
   ``bentrevett/multi30k``) through ``datasets.load_dataset``. ``hub_id`` may also be a
@@ -65,12 +66,7 @@ def read_corpus(cfg: DataConfig) -> LoadedCorpus:
     the counts of the pairs filtered on the way."""
     name = Corpus(cfg.name)
     if name == Corpus.phrasebook:
-        from seq2seq.data.phrasebook import phrasebook_columns
-
-        pb = cfg.phrasebook
-        columns = phrasebook_columns(
-            pb.train_size, pb.validation_size, pb.test_size, pb.seed
-        )
+        columns = _phrasebook(cfg)
     elif name == Corpus.multi30k and cfg.local_dir is None:
         columns = _from_hub(cfg.hub_id or DEFAULT_HUB_ID, cfg.src_lang, cfg.tgt_lang)
     elif cfg.local_dir is None:
@@ -78,6 +74,24 @@ def read_corpus(cfg: DataConfig) -> LoadedCorpus:
     else:
         columns = _from_folder(Path(cfg.local_dir), cfg.src_lang, cfg.tgt_lang)
     return _to_datasets(columns)
+
+
+def _phrasebook(cfg: DataConfig) -> dict[str, dict[str, list[str]]]:
+    """The built-in corpus in the direction asked for: en→fr as generated, fr→en
+    with the sides swapped and the gold links transposed; other languages refused."""
+    from seq2seq.data.phrasebook import phrasebook_columns, reverse_columns
+
+    pair = (cfg.src_lang, cfg.tgt_lang)
+    if pair not in (("en", "fr"), ("fr", "en")):
+        raise CorpusError(
+            f"the phrasebook is English–French: data.src_lang={pair[0]} "
+            f"data.tgt_lang={pair[1]} is neither en→fr nor fr→en"
+        )
+    pb = cfg.phrasebook
+    columns = phrasebook_columns(
+        pb.train_size, pb.validation_size, pb.test_size, pb.seed
+    )
+    return columns if pair == ("en", "fr") else reverse_columns(columns)
 
 
 def _to_datasets(columns: dict[str, dict[str, list[str]]]) -> LoadedCorpus:

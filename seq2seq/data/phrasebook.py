@@ -1,4 +1,7 @@
-"""The phrasebook: a seeded English→French corpus with gold word alignments.
+"""The phrasebook: a seeded English–French corpus with gold word alignments.
+
+It is generated English→French; ``data.src_lang=fr data.tgt_lang=en`` reads it the
+other way (``reverse_columns``: sides swapped, every link transposed).
 
 A small grammar over the lexicon in ``phrasebook_lexicon`` writes each sentence in both
 languages at once, so every French token knows the English tokens it came from. The
@@ -460,10 +463,36 @@ def sample_pair(gen: Generator) -> tuple[str, str, str]:
     )
 
 
+def transpose_links(links: str) -> str:
+    """Pharaoh links read from the other side: ``i-j`` → ``j-i``, ``i?j`` → ``j?i``
+    (sure and possible kept), sorted source index first."""
+    flipped = []
+    for link in links.split():
+        sep = "?" if "?" in link else "-"
+        i, j = link.split(sep)
+        flipped.append((int(j), int(i), sep))
+    return " ".join(f"{i}{sep}{j}" for i, j, sep in sorted(flipped))
+
+
+def reverse_columns(
+    columns: dict[str, dict[str, list[str]]],
+) -> dict[str, dict[str, list[str]]]:
+    """French→English: each split's sides swapped and its gold links transposed."""
+    return {
+        split: {
+            "src": cols["tgt"],
+            "tgt": cols["src"],
+            "alignment": [transpose_links(links) for links in cols["alignment"]],
+        }
+        for split, cols in columns.items()
+    }
+
+
 def phrasebook_columns(
     train_size: int, validation_size: int, test_size: int, seed: int
 ) -> dict[str, dict[str, list[str]]]:
-    """Columns src/tgt/alignment per split; no English sentence occurs in two splits.
+    """Columns src/tgt/alignment per split, English→French (``reverse_columns`` for
+    French→English); no English sentence occurs in two splits.
 
     Validation and test are drawn first, so they do not depend on ``train_size``.
     """
