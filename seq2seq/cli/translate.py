@@ -1,7 +1,11 @@
 """``seq2seq-translate``: standard input or ``input=FILE`` in, one line out per line in.
 
 Empty lines stay empty; lines longer than ``max_input_pieces`` pieces are truncated
-with a warning.
+with a warning. Input is read as bytes and decoded strictly: a line that is not UTF-8
+stops the command with an error naming the line (nothing is guessed or replaced).
+When standard input is a terminal, each line is translated as soon as it is typed
+and the translation flushed (interactive mode); piped input and files are translated
+in one batched pass, which is much faster per line.
 """
 
 from __future__ import annotations
@@ -9,25 +13,47 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from omegaconf import DictConfig
 
 from seq2seq.cli.app import command, load_translator
+from seq2seq.errors import InputError
 
 log = logging.getLogger(__name__)
 
+UTF8_FIX = "convert it to UTF-8 first (e.g. iconv -f latin1 -t utf-8)"
+
+
+def decode_line(raw: bytes, where: str, number: int) -> str:
+    """One line without its line end; ``InputError`` naming the line if not UTF-8."""
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as err:
+        raise InputError(
+            f"{where}, line {number}: not valid UTF-8 ({err.reason} at byte "
+            f"{err.start + 1} of the line); {UTF8_FIX}"
+        ) from err
+
 
 def read_input(path: str | None) -> list[str]:
-    if path is None:
-        return [line.rstrip("\n") for line in sys.stdin]
+    """The lines of ``path`` (standard input when None), decoded strictly."""
+    where = "standard input" if path is None else str(path)
     try:
-        return Path(path).read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not valid UTF-8 ({err})") from err
+        data = sys.stdin.buffer.read() if path is None else Path(path).read_bytes()
+    except OSError as err:
+        raise InputError(f"input={path}: cannot read it ({err.strerror})") from err
+    raws = data.split(b"\n")
+    if raws and raws[-1] == b"":
+        raws.pop()
+    return [decode_line(raw, where, k) for k, raw in enumerate(raws, start=1)]
 
 
-def translate_lines(translator, lines: list[str], max_pieces: int) -> list[str]:
-    """Translate each line; empty lines stay empty, over-long ones are truncated."""
+def translate_lines(
+    translator, lines: list[str], max_pieces: int, first_line: int = 1
+) -> list[str]:
+    """Translate each line; empty lines stay empty, over-long ones are truncated
+    (the warning counts lines from ``first_line``)."""
     keep = [i for i, line in enumerate(lines) if line.strip()]
     split = translator.encode([lines[i].strip() for i in keep])
     for row, ids in enumerate(split.src_ids):
@@ -35,7 +61,7 @@ def translate_lines(translator, lines: list[str], max_pieces: int) -> list[str]:
             log.warning(
                 "line %d has %d pieces: translating only the first %d "
                 "(translate.max_input_pieces)",
-                keep[row] + 1,
+                keep[row] + first_line,
                 len(ids),
                 max_pieces,
             )
@@ -48,11 +74,35 @@ def translate_lines(translator, lines: list[str], max_pieces: int) -> list[str]:
     return out
 
 
+def translate_interactively(translator, max_pieces: int, out: TextIO) -> list[str]:
+    """A person at a terminal: translate each line as it arrives, flush at once. A
+    line that is not UTF-8 is reported and skipped, so the session goes on."""
+    sys.stderr.write("type a sentence and press Enter; Ctrl-D ends\n")
+    done = []
+    for number, raw in enumerate(iter(sys.stdin.buffer.readline, b""), start=1):
+        try:
+            line = decode_line(raw, "standard input", number)
+        except InputError as err:
+            log.warning("%s; line skipped", err)
+            continue
+        (text,) = translate_lines(translator, [line], max_pieces, first_line=number)
+        out.write(text + "\n")
+        out.flush()
+        done.append(text)
+    return done
+
+
 def translate_file(cfg: DictConfig) -> list[str]:
     """Translate ``cfg.input`` (or standard input) into ``cfg.output`` (or stdout)."""
     from seq2seq.data.splits import write_lines
 
     translator = load_translator(cfg)
+    if cfg.input is None and sys.stdin.isatty():
+        if not cfg.output:
+            return translate_interactively(translator, cfg.max_input_pieces, sys.stdout)
+        Path(cfg.output).parent.mkdir(parents=True, exist_ok=True)
+        with open(cfg.output, "w", encoding="utf-8") as out:
+            return translate_interactively(translator, cfg.max_input_pieces, out)
     out = translate_lines(translator, read_input(cfg.input), cfg.max_input_pieces)
     if cfg.output:
         write_lines(Path(cfg.output), out)
