@@ -64,3 +64,18 @@ def test_ter_is_zero_for_identical_and_counts_edits():
     s = score(edited, HYPS)
     assert s.ter == pytest.approx(100 / 14)
     assert "tok:tercom" in s.ter_signature and f"TER {s.ter_signature}" in s.summary()
+
+
+def test_tokenized_periods_score_without_sacrebleu_warning(caplog):
+    """The phrasebook ends every sentence with " .": no warning at each validation,
+    and the same score and signature as sacreBLEU's default."""
+    from sacrebleu.metrics import BLEU
+
+    hyps = [f"the cat number {k} sat ." for k in range(150)]
+    refs = [f"the cat number {k} sits ." for k in range(150)]
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        s = score(hyps, refs, lowercase=True, paper_lang="en")
+    assert not caplog.records
+    default = BLEU()
+    assert s.bleu == pytest.approx(default.corpus_score(hyps, [refs]).score)
+    assert s.bleu_signature == str(default.get_signature())
