@@ -85,6 +85,28 @@ def test_hub_unreachable_names_local_dir(monkeypatch):
         read_corpus(cfg)
 
 
+def test_hub_out_of_reach_fails_at_once_naming_local_dir(monkeypatch, caplog):
+    """No network: one short probe, then the local cache only, not 23 s of retries."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    def no_network(request, timeout):
+        assert timeout <= 5
+        raise urllib.error.URLError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_DATASETS_CACHE", "/nonexistent-cache")
+    cfg = DataConfig(name="multi30k", hub_id="nobody/no-such-corpus")
+    start = time.monotonic()
+    with pytest.raises(CorpusError, match=r"unreachable.*data\.local_dir"):
+        read_corpus(cfg)
+    assert time.monotonic() - start < 10
+    assert "looking for nobody/no-such-corpus in the local cache" in caplog.text
+    assert datasets.config.HF_HUB_OFFLINE is False  # restored
+
+
 def test_missing_split(tmp_path):
     for split in ("train", "test"):
         write_jsonl(tmp_path, f"{split}.jsonl", PAIRS[split])

@@ -6,7 +6,8 @@ Sources (``DataConfig.name``):
   direction (``data.src_lang=fr data.tgt_lang=en`` transposes the links).
 - ``multi30k``: ``data.local_dir`` (``{train,validation,test}.jsonl`` with one key per
   language) or, when it is unset, the Hugging Face dataset ``data.hub_id`` (default
-  ``bentrevett/multi30k``) through ``datasets.load_dataset``. ``hub_id`` may also be a
+  ``bentrevett/multi30k``) through ``datasets.load_dataset`` (``data/hub.py``: one
+  quick probe first, so an offline machine hears at once). ``hub_id`` may also be a
   local folder in the hub's layout (``train.jsonl``, ``val.jsonl``, ``test.jsonl``); it
   goes through the same ``load_dataset`` call.
 - ``local``: ``data.local_dir`` holding either ``<split>.jsonl|tsv|csv`` files with one
@@ -118,16 +119,16 @@ def _clean(text: object) -> str:
 
 # --- Hugging Face hub -----------------------------------------------------------------
 def _from_hub(hub_id: str, src: str, tgt: str) -> dict[str, dict[str, list[str]]]:
-    import datasets
+    from seq2seq.data.hub import NO_HUB, load_from_hub
 
     try:
-        loaded = datasets.load_dataset(hub_id)
+        loaded = load_from_hub(hub_id)
     except (ConnectionError, OSError, FileNotFoundError, ValueError) as err:
+        if isinstance(err, CorpusError):
+            raise
         raise CorpusError(
             f"could not load the dataset {hub_id!r} from the Hugging Face hub "
-            f"({type(err).__name__}: {err}); without internet access set "
-            "data.local_dir to a folder with train/validation/test .jsonl files "
-            "(e.g. ../shared/data/multi30k)"
+            f"({type(err).__name__}: {err}); {NO_HUB}"
         ) from err
     names = {alias: name for name in loaded for alias in _aliases_of(name)}
     columns = {}
