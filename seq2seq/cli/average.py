@@ -24,6 +24,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         description="Average the weights of several checkpoints of one run into a "
         "new checkpoint for seq2seq-evaluate/translate/align "
         "(e.g. the files kept by trainer.keep_last).",
+        epilog="example: seq2seq-average RUN/checkpoints/step*.pt -o "
+        "RUN/checkpoints/avg.pt. A bad checkpoint or a full disk ends in one line "
+        "and exit status 2; HYDRA_FULL_ERROR=1 shows its traceback.",
     )
     parser.add_argument("checkpoints", nargs="+", type=Path, help="checkpoint files")
     parser.add_argument(
