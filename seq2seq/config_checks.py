@@ -230,7 +230,13 @@ def check_trainer(cfg: Any, prefix: str = "trainer.") -> None:
 
 
 def _check_decoding_overrides(cfg: DictConfig) -> None:
-    """The decoding keys of evaluate, translate and align (None: the checkpoint's)."""
+    """The checkpoint and decoding keys of evaluate, translate and align (None: the
+    checkpoint's); a missing checkpoint is named before torch is even imported."""
+    _require(
+        Path(cfg.checkpoint).expanduser().is_file(),
+        f"checkpoint={cfg.checkpoint}: no such file (give a best.pt or last.pt "
+        "written by seq2seq-train)",
+    )
     check_device(cfg.device, "device")
     rules = {"beam_size": BEAM, "batch_tokens": AT_LEAST_1}
     if "length_penalty" in cfg:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,16 +63,26 @@ def phrasebook_config(train: int, validation: int, test: int) -> DataConfig:
 
 
 def run_script(
-    cwd: Path, script: str, *args: str, stdin: str | None = None
+    cwd: Path,
+    script: str,
+    *args: str,
+    stdin: str | bytes | None = None,
+    check: bool = True,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run one of the installed console scripts; fail the test with its output."""
+    """Run one of the installed console scripts (stdout and stderr as text, stdin as
+    text or bytes, ``env`` added to this process's); with ``check``, fail the test
+    with its output unless it exits 0."""
     proc = subprocess.run(
         [str(Path(sys.executable).parent / script), *args],
         cwd=cwd,
-        input=stdin,
+        input=stdin.encode() if isinstance(stdin, str) else stdin,
         capture_output=True,
-        text=True,
+        env={**os.environ, **(env or {})},
         timeout=600,
     )
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
+    proc.stdout = proc.stdout.decode("utf-8", "replace")
+    proc.stderr = proc.stderr.decode("utf-8", "replace")
+    if check:
+        assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc

@@ -32,10 +32,12 @@ def test_primary_configs_compose(app):
 
 
 @pytest.mark.parametrize("app", ["evaluate", "translate", "align"])
-def test_checkpoint_apps_compose(app):
-    overrides = ["checkpoint=x.pt"] + (["text=a b"] if app == "align" else [])
+def test_checkpoint_apps_compose(app, tmp_path):
+    ckpt = tmp_path / "x.pt"
+    ckpt.touch()
+    overrides = [f"checkpoint={ckpt}"] + (["text=a b"] if app == "align" else [])
     cfg = _compose(app, overrides)
-    assert cfg.checkpoint == "x.pt"
+    assert cfg.checkpoint == str(ckpt)
     check_config(app, cfg)
 
 

@@ -133,9 +133,13 @@ def describe(err: BaseException) -> str:
         options = f"; the options: {', '.join(err.options)}" if err.options else ""
         return head + options
     if isinstance(err, OverrideParseException):
-        head, *rest = _lines(err.message)
-        detail = f": {rest[0]}" if rest else ""
-        return f"{head}{detail}; write each override as key=value (see --help)"
+        skip = ("Error parsing override", "See http")
+        detail = [x for x in _lines(err.message) if not x.startswith(skip)]
+        why = f": {detail[0]}" if detail else ""
+        return (
+            f"cannot parse the override {err.override!r}{why}; write each override "
+            "as key=value (see --help)"
+        )
     if isinstance(err, ConfigCompositionException):
         return _composition(err)
     if isinstance(err, OSError) and not isinstance(err, UserError):

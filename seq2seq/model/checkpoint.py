@@ -78,7 +78,8 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
             kept = "the previous one is unchanged" if path.exists() else "none written"
             raise CheckpointError(
                 f"no space left on device while writing checkpoint {path} ({kept}): "
-                "free some space, or write elsewhere (hydra.run.dir=DIR)"
+                "free some space, or write elsewhere (hydra.run.dir=DIR; "
+                "seq2seq-average -o PATH)"
             ) from err
         raise
     _fsync_dir(path.parent)
@@ -134,7 +135,9 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict:
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist (or is not a file)")
     if path.stat().st_size == 0:
-        raise CheckpointError(f"checkpoint {path} is empty (0 bytes): truncated copy?")
+        raise CheckpointError(
+            f"checkpoint {path} is empty (0 bytes): an interrupted copy? copy it again"
+        )
     if not zipfile.is_zipfile(path):  # not what save_checkpoint writes: look first
         _refuse_unsafe(path)
     try:
@@ -165,9 +168,13 @@ def _unreadable(path: Path, err: BaseException) -> CheckpointError:
         magic = handle.read(4)
     if magic == b"PK\x03\x04":
         what = "is truncated or corrupt (a PyTorch zip file that cannot be read)"
+        fix = "copy it again, or use the run's other checkpoint"
     else:
         what = "is not a PyTorch checkpoint (foreign or corrupt file)"
-    return CheckpointError(f"checkpoint {path} ({size} bytes) {what}: {_reason(err)}")
+        fix = "give a best.pt or last.pt written by seq2seq-train"
+    return CheckpointError(
+        f"checkpoint {path} ({size} bytes) {what}: {_reason(err)}; {fix}"
+    )
 
 
 def _reason(err: BaseException) -> str:

@@ -1,0 +1,109 @@
+"""The value checks of config_checks.py, in-process: each rule refuses a bad value
+with a message naming the key, and the defaults of every command pass."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from seq2seq.config import CONFIG_DIR, ModelConfig, register_configs
+from seq2seq.config_checks import check_config
+from seq2seq.decoding.translator import decode_settings
+from seq2seq.errors import ConfigValueError, UserError
+from seq2seq.model.seq2seq import build_model
+
+register_configs()
+
+
+def _checked(command: str, *overrides: str) -> None:
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(config_name=command, overrides=list(overrides))
+    check_config(command, cfg)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.max_len=0", "data.max_len=0: must be at least 1"),
+        ("data.phrasebook.test_size=0", "data.phrasebook.test_size=0"),
+        ("data.tgt_lang=de", "the phrasebook is English–French"),
+        ("data.name=local", "needs data.local_dir=DIR"),
+        ("tokenizer.vocab_size=4", "must exceed the 4 special pieces"),
+        ("tokenizer.character_coverage=0", "must be in (0, 1]"),
+        ("model.emb_dim=0", "model.emb_dim=0: must be at least 1"),
+        ("model.word_dropout=1", "model.word_dropout=1.0: must be in [0, 1)"),
+        ("model/attention=multihead", "must divide the attention size"),
+        ("optim.lr=0", "optim.lr=0.0: must be > 0"),
+        ("optim.betas=[0.9]", "must be two values in [0, 1)"),
+        ("optim.weight_decay=-1", "must be >= 0"),
+        ("scheduler.factor=1", "scheduler.factor=1.0: must be in (0, 1)"),
+        ("scheduler.warmup_steps=-5", "scheduler.warmup_steps=-5"),
+        ("decode.beam_size=0", "decode.beam_size=0: must be at least 1"),
+        ("decode.length_penalty=-1", "decode.length_penalty=-1.0"),
+        ("trainer.max_steps=0", "trainer.max_steps=0: must be at least 1"),
+        ("trainer.accumulate=0", "trainer.accumulate=0"),
+        ("trainer.clip_grad_norm=0", "trainer.clip_grad_norm=0.0: must be > 0"),
+        ("trainer.teacher_forcing.min_ratio=2", "must be in [0, 1]"),
+        ("trainer.device=gpu", "not a device"),
+        ("trainer.guided_alignment=-1", "must be >= 0"),
+    ],
+)
+def test_train_refuses(override, message):
+    overrides = [override]
+    if override.startswith("model/attention=multihead"):
+        overrides.append("model.attention.heads=3")
+    with pytest.raises(ConfigValueError) as info:
+        _checked("train", *overrides)
+    assert message in str(info.value)
+
+
+def test_guided_alignment_needs_an_attention():
+    with pytest.raises(ConfigValueError, match="needs an attention to guide"):
+        _checked("train", "trainer.guided_alignment=1", "model/attention=none")
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    path = tmp_path / "best.pt"
+    path.touch()
+    return f"checkpoint={path}"
+
+
+@pytest.mark.parametrize(
+    ("command", "overrides", "message"),
+    [
+        ("evaluate", ["batch_tokens=0"], "batch_tokens=0: must be at least 1"),
+        ("evaluate", ["length_penalty=-1"], "length_penalty=-1.0"),
+        ("evaluate", ["device=tpu"], "device='tpu': not a device"),
+        ("evaluate", ["data.phrasebook.test_size=0"], "data.phrasebook.test_size=0"),
+        ("translate", ["max_input_pieces=0"], "max_input_pieces=0"),
+        ("align", ["text=a", "split=test"], "not both"),
+        ("align", ["text=a", "index=[1]"], "give split=NAME too"),
+        ("align", ["split=test", "reference=x"], "reference= goes with text="),
+        ("align", ["split=test", "index=[-1]"], "indices count from 0"),
+        ("align", ["text=a", "threshold=2"], "threshold=2.0: must be in [0, 1]"),
+        ("align", ["text=a", "reference=' '"], "reference=' ' is empty"),
+    ],
+)
+def test_decoding_commands_refuse(command, overrides, message, ckpt):
+    with pytest.raises(ConfigValueError) as info:
+        _checked(command, ckpt, *overrides)
+    assert message in str(info.value)
+
+
+def test_unknown_key_added_with_plus_names_the_nearest_setting():
+    with pytest.raises(ConfigValueError, match=r"did you mean trainer\.max_epochs\?"):
+        _checked("train", "+trainer.max_epoch=3")
+    with pytest.raises(ConfigValueError, match="the settings there: data, tokenizer"):
+        _checked("train", "+zzz=1")
+
+
+def test_python_callers_get_the_same_checks():
+    cfg = ModelConfig()
+    cfg.encoder.dropout = 1.0
+    with pytest.raises(ConfigValueError, match=r"model\.encoder\.dropout=1\.0"):
+        build_model(cfg, 10, 10)
+    with pytest.raises(ConfigValueError, match=r"decode\.n_best=4 must not exceed"):
+        decode_settings(beam_size=2, n_best=4)
+    assert issubclass(ConfigValueError, UserError)
+    assert issubclass(ConfigValueError, ValueError)  # what callers caught before
