@@ -189,7 +189,7 @@ BEAM: Rule = (lambda v: v >= 1, "must be at least 1 (1 is greedy search)")
 
 
 def check_decode(cfg: Any, prefix: str = "decode.") -> None:
-    lengths = ("length_penalty", "max_len_a", "max_len_b")
+    lengths = ("length_penalty", "coverage_penalty", "max_len_a", "max_len_b")
     rules = {"beam_size": BEAM, "n_best": AT_LEAST_1}
     check_values(cfg, prefix, rules | dict.fromkeys(lengths, NON_NEGATIVE))
     _require(
@@ -216,7 +216,7 @@ def check_trainer(cfg: Any, prefix: str = "trainer.") -> None:
     ones += ["valid_every", "valid_max_sentences", "valid_beam_size", "patience"]
     check_values(cfg, prefix, dict.fromkeys(ones, AT_LEAST_1))
     positive = ("max_minutes", "clip_grad_norm", "teacher_forcing.k")
-    counts = ("guided_alignment", "alignment_samples", "keep_last")
+    counts = ("guided_alignment", "rdrop", "alignment_samples", "keep_last")
     check_values(cfg, prefix, dict.fromkeys(positive, POSITIVE))
     check_values(cfg, prefix, dict.fromkeys(counts, NON_NEGATIVE))
     rates = {"label_smoothing": RATE, "teacher_forcing.min_ratio": FRACTION}
@@ -239,8 +239,9 @@ def _check_decoding_overrides(cfg: DictConfig) -> None:
     )
     check_device(cfg.device, "device")
     rules = {"beam_size": BEAM, "batch_tokens": AT_LEAST_1}
-    if "length_penalty" in cfg:
-        rules["length_penalty"] = NON_NEGATIVE
+    for key in ("length_penalty", "coverage_penalty"):
+        if key in cfg:
+            rules[key] = NON_NEGATIVE
     check_values(cfg, "", rules)
 
 

@@ -40,6 +40,8 @@ def _checked(command: str, *overrides: str) -> None:
         ("scheduler.warmup_steps=-5", "scheduler.warmup_steps=-5"),
         ("decode.beam_size=0", "decode.beam_size=0: must be at least 1"),
         ("decode.length_penalty=-1", "decode.length_penalty=-1.0"),
+        ("decode.coverage_penalty=-0.2", "decode.coverage_penalty=-0.2: must be >= 0"),
+        ("trainer.rdrop=-1", "trainer.rdrop=-1.0: must be >= 0"),
         ("trainer.max_steps=0", "trainer.max_steps=0: must be at least 1"),
         ("trainer.accumulate=0", "trainer.accumulate=0"),
         ("trainer.clip_grad_norm=0", "trainer.clip_grad_norm=0.0: must be > 0"),
@@ -74,6 +76,7 @@ def ckpt(tmp_path):
     [
         ("evaluate", ["batch_tokens=0"], "batch_tokens=0: must be at least 1"),
         ("evaluate", ["length_penalty=-1"], "length_penalty=-1.0"),
+        ("translate", ["coverage_penalty=-1"], "coverage_penalty=-1.0: must be >= 0"),
         ("evaluate", ["device=tpu"], "device='tpu': not a device"),
         ("evaluate", ["data.phrasebook.test_size=0"], "data.phrasebook.test_size=0"),
         ("translate", ["max_input_pieces=0"], "max_input_pieces=0"),

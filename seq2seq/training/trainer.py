@@ -106,7 +106,7 @@ class Trainer:
                 self.model, device_ids=[device.index] if device.type == "cuda" else None
             )
         if self.tcfg.rdrop < 0:
-            raise ValueError(f"trainer.rdrop must be >= 0, got {self.tcfg.rdrop}")
+            raise ConfigValueError(f"trainer.rdrop must be >= 0, got {self.tcfg.rdrop}")
         self.optimizer = build_optimizer(cfg.optim, self.model)
         self.metric = Metric(self.tcfg.early_stopping_metric)
         self.step_sched, self.plateau, self.budget = build_scheduler(
