@@ -232,17 +232,27 @@ def check_trainer(cfg: Any, prefix: str = "trainer.") -> None:
 def _check_decoding_overrides(cfg: DictConfig) -> None:
     """The checkpoint and decoding keys of evaluate, translate and align (None: the
     checkpoint's); a missing checkpoint is named before torch is even imported."""
-    _require(
-        Path(cfg.checkpoint).expanduser().is_file(),
-        f"checkpoint={cfg.checkpoint}: no such file (give a best.pt or last.pt "
-        "written by seq2seq-train)",
-    )
+    paths = checkpoint_paths(cfg.checkpoint)
+    _require(bool(paths), "checkpoint=[]: give at least one checkpoint")
+    for path in paths:
+        _require(
+            Path(path).expanduser().is_file(),
+            f"checkpoint={path}: no such file (give a best.pt or last.pt "
+            "written by seq2seq-train)",
+        )
     check_device(cfg.device, "device")
     rules = {"beam_size": BEAM, "batch_tokens": AT_LEAST_1}
     for key in ("length_penalty", "coverage_penalty"):
         if key in cfg:
             rules[key] = NON_NEGATIVE
     check_values(cfg, "", rules)
+
+
+def checkpoint_paths(value: Any) -> list[str]:
+    """``checkpoint=PATH`` or ``checkpoint=[A,B]`` (an ensemble) as a list of paths."""
+    if isinstance(value, str | Path):
+        return [str(value)]
+    return [str(p) for p in value]
 
 
 # ----------------------------------------------------------------- per command
@@ -312,6 +322,10 @@ def check_align(cfg: DictConfig) -> None:
     _require(
         cfg.index is None or cfg.split is not None,
         "index= picks pairs of a split: give split=NAME too",
+    )
+    _require(
+        not (cfg.attribution and len(checkpoint_paths(cfg.checkpoint)) > 1),
+        "attribution=true explains one model: give one checkpoint, not an ensemble",
     )
     negative = [i for i in cfg.index or [] if i < 0]
     _require(not negative, f"index={list(cfg.index or [])}: indices count from 0")

@@ -94,6 +94,15 @@ def test_decoding_commands_refuse(command, overrides, message, ckpt):
     assert message in str(info.value)
 
 
+def test_an_ensemble_needs_members_that_exist(ckpt):
+    with pytest.raises(ConfigValueError, match="give at least one checkpoint"):
+        _checked("evaluate", "checkpoint=[]")
+    one = ckpt.split("=", 1)[1]
+    _checked("evaluate", f"checkpoint=[{one},{one}]")
+    with pytest.raises(ConfigValueError, match=r"checkpoint=nope\.pt: no such file"):
+        _checked("translate", f"checkpoint=[{one},nope.pt]")
+
+
 def test_unknown_key_added_with_plus_names_the_nearest_setting():
     with pytest.raises(ConfigValueError, match=r"did you mean trainer\.max_epochs\?"):
         _checked("train", "+trainer.max_epoch=3")

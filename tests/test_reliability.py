@@ -306,6 +306,19 @@ REFUSALS: dict[str, tuple[Setup, str, tuple[str, ...]]] = {
         "seq2seq-evaluate",
         ("checkpoint=outputs/none/best.pt: no such file",),
     ),
+    "missing member of an ensemble": (
+        lambda fx: Call("seq2seq-evaluate", [f"checkpoint=[{fx.best},gone.pt]"]),
+        "seq2seq-evaluate",
+        ("checkpoint=gone.pt: no such file",),
+    ),
+    "attribution of an ensemble": (
+        lambda fx: Call(
+            "seq2seq-align",
+            [f"checkpoint=[{fx.best},{fx.last}]", "text=hi", "attribution=true"],
+        ),
+        "seq2seq-align",
+        ("attribution=true explains one model",),
+    ),
     "missing resume checkpoint": (
         lambda fx: Call("seq2seq-train", ["trainer.resume_from=gone/last.pt"]),
         "seq2seq-train",

@@ -18,6 +18,7 @@ from torch import Tensor
 from seq2seq.alignment.extract import without_eos
 from seq2seq.data.batching import collate
 from seq2seq.decoding.translator import Translator
+from seq2seq.errors import ConfigValueError
 from seq2seq.model.seq2seq import Seq2Seq
 
 
@@ -58,7 +59,7 @@ def model_attribution(
     """
     model = translator.model
     if not isinstance(model, Seq2Seq):
-        raise ValueError(
+        raise ConfigValueError(
             "attribution=true explains one model: give one checkpoint, not an ensemble"
         )
     model.eval()

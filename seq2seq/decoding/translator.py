@@ -30,6 +30,7 @@ from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.data.tokenizer import PAD_ID, Tokenizer
 from seq2seq.decoding.ensemble import Ensemble
 from seq2seq.decoding.search import Hypothesis, translate_batch
+from seq2seq.errors import InputError
 from seq2seq.model.checkpoint import load_checkpoint
 from seq2seq.model.device import autocast, resolve_precision, select_device
 from seq2seq.model.loss import token_loss
@@ -110,13 +111,13 @@ class Translator:
         given on top; the batch budget defaults to its run's ``data.batch_tokens``."""
         paths = [path] if isinstance(path, str | Path) else list(path)
         if not paths:
-            raise ValueError("from_checkpoint needs at least one checkpoint")
+            raise InputError("from_checkpoint needs at least one checkpoint")
         torch_device = select_device(device)
         loaded = [_load(Path(p), torch_device) for p in paths]
         tokenizer, cfg, step, _ = loaded[0]
         for (other, *_), other_path in zip(loaded[1:], paths[1:], strict=True):
             if other.to_bytes() != tokenizer.to_bytes():
-                raise ValueError(
+                raise InputError(
                     f"{other_path} and {paths[0]} have different tokenizers: the "
                     "members of an "
                     "ensemble must share one vocabulary (train them on the same "
