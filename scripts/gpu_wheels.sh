@@ -12,7 +12,7 @@
 # checks that closure on the downloaded wheels and fails if a requirement is neither on
 # the image nor carried, or if a carried wheel is not needed. torch is never carried.
 # The project itself is not a wheel: its Hydra configs live beside the package
-# (seq2seq/paths.py), so scripts/gpu_check.sh installs the checkout editable, offline.
+# (CONFIG_DIR in seq2seq/config.py), so scripts/gpu_check.sh installs the checkout editable, offline.
 # A second run downloads nothing that is already there.
 #
 # Options (or environment variables):
