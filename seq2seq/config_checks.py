@@ -70,6 +70,13 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigValueError(message)
 
 
+def _require_file(setting: str, path: str, hint: str) -> None:
+    """``setting=path`` must name an existing file; ``hint`` says what to give."""
+    _require(
+        Path(path).expanduser().is_file(), f"{setting}={path}: no such file ({hint})"
+    )
+
+
 def check_known_keys(cfg: DictConfig, prefix: str = "") -> None:
     """Every key of a typed node is a field of its schema: ``+key=value`` can add
     keys Hydra accepts but nothing reads, so a typo there would be silently ignored."""
@@ -222,10 +229,10 @@ def check_trainer(cfg: Any, prefix: str = "trainer.") -> None:
     rates = {"label_smoothing": RATE, "teacher_forcing.min_ratio": FRACTION}
     check_values(cfg, prefix, rates)
     if cfg.resume_from is not None:
-        _require(
-            Path(cfg.resume_from).expanduser().is_file(),
-            f"{prefix}resume_from={cfg.resume_from}: no such file (give a "
-            "checkpoints/last.pt of an earlier run)",
+        _require_file(
+            f"{prefix}resume_from",
+            cfg.resume_from,
+            "give a checkpoints/last.pt of an earlier run",
         )
 
 
@@ -235,10 +242,8 @@ def _check_decoding_overrides(cfg: DictConfig) -> None:
     paths = checkpoint_paths(cfg.checkpoint)
     _require(bool(paths), "checkpoint=[]: give at least one checkpoint")
     for path in paths:
-        _require(
-            Path(path).expanduser().is_file(),
-            f"checkpoint={path}: no such file (give a best.pt or last.pt "
-            "written by seq2seq-train)",
+        _require_file(
+            "checkpoint", path, "give a best.pt or last.pt written by seq2seq-train"
         )
     check_device(cfg.device, "device")
     rules = {"beam_size": BEAM, "batch_tokens": AT_LEAST_1}
@@ -291,11 +296,7 @@ def check_translate(cfg: DictConfig) -> None:
     _check_decoding_overrides(cfg)
     check_values(cfg, "", {"max_input_pieces": AT_LEAST_1})
     if cfg.input is not None:
-        _require(
-            Path(cfg.input).expanduser().is_file(),
-            f"input={cfg.input}: no such file (leave input unset to read "
-            "standard input)",
-        )
+        _require_file("input", cfg.input, "leave input unset to read standard input")
 
 
 def check_align(cfg: DictConfig) -> None:

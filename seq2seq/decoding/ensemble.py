@@ -79,18 +79,12 @@ class Ensemble(nn.Module):
         weights = torch.stack([o[2].float() for o in outs]).mean(dim=0)
         return log_probs, EnsembleState(tuple(o[1] for o in outs)), weights
 
-    def forward(
-        self,
-        src: Tensor,
-        src_lengths: Tensor,
-        src_mask: Tensor,
-        tgt_in: Tensor,
-        rows: Tensor | None = None,
-    ) -> ModelOutput:
-        """Teacher forcing: the mixture's log-probabilities as logits (a softmax of
+    def forward(self, *batch: Tensor, rows: Tensor | None = None) -> ModelOutput:
+        """Teacher forcing over ``batch`` = (src, src_lengths, src_mask, tgt_in), as
+        ``Seq2Seq.forward``: the mixture's log-probabilities as logits (a softmax of
         them gives the mean probabilities back), the mean attention; per-head
         attention only for an ensemble of one."""
-        outs = [m(src, src_lengths, src_mask, tgt_in, rows=rows) for m in self.members]
+        outs = [m(*batch, rows=rows) for m in self.members]
         logits = mean_probabilities([o.logits.float().log_softmax(-1) for o in outs])
         attention = torch.stack([o.attention.float() for o in outs]).mean(dim=0)
         heads = outs[0].head_attention if len(outs) == 1 else None
