@@ -304,6 +304,14 @@ def make_loader(
     examples = list(
         zip(range(len(split.src_ids)), split.src_ids, split.tgt_ids, strict=True)
     )
+    return batch_loader(examples, sampler, pin_memory, seed)
+
+
+def batch_loader(
+    examples: Any, sampler: TokenBucketSampler, pin_memory: bool, seed: int
+) -> DataLoader:
+    """The ``DataLoader`` of ``Batch`` over ``examples`` (``(id, src_ids, tgt_ids)``
+    by index) in the batches of ``sampler``, in this process (exact resume)."""
     return DataLoader(
         examples,
         batch_sampler=sampler,

@@ -140,6 +140,13 @@ class Tokenizer:
     def encode_tgt(self, texts: Sequence[str]) -> list[list[int]]:
         return self._tgt.encode(list(texts), out_type=int)
 
+    def processor(self, side: str) -> spm.SentencePieceProcessor:
+        """The SentencePiece model of ``side`` (``"src"`` or ``"tgt"``), for code
+        that reads its vocabulary and normalizer (``data/lattice.py``)."""
+        if side not in ("src", "tgt"):
+            raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
+        return self._src if side == "src" else self._tgt
+
     def decode_src(self, ids: Iterable[int]) -> str:
         """Detokenized text; PAD/BOS/EOS dropped, stops at the first EOS."""
         return _decode(self._src, ids)
