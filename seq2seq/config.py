@@ -124,6 +124,12 @@ class TokenizerConfig:
     model_type: PieceModel = PieceModel.unigram
     joint: bool = True  # one model for both sides, or one per side
     character_coverage: float = 1.0
+    # Subword regularization (data/sampling.py): each training epoch cuts the training
+    # split into pieces drawn with probability ∝ P(segmentation) ** sampling_alpha over
+    # all segmentations (SentencePiece's enable_sampling, nbest_size=-1). Small: more
+    # varied, shorter pieces; large: close to the cached pieces. 0: off, the cached
+    # pieces. unigram only. Validation, test, decoding and the cache never sample.
+    sampling_alpha: float = 0.0
 
 
 @dataclass

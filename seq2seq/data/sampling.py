@@ -1,0 +1,202 @@
+"""Subword regularization: every training epoch sees the training split cut into
+pieces afresh (Kudo 2018, "Subword Regularization").
+
+The model sees a word split in several ways over training, which regularizes it on
+small corpora. Each epoch draws, for every training sentence on both sides, a
+segmentation with probability ``∝ P(segmentation) ** alpha`` over all segmentations
+of the unigram model (SentencePiece's ``enable_sampling=True, nbest_size=-1``; the
+sampler is ``data/lattice.py``). Small ``alpha`` flattens the distribution (more and
+shorter pieces: on Multi30k with 8,000 pieces, ``alpha=0.1`` doubles the pieces,
+0.2 adds a third, 0.5 a few percent), large ``alpha`` comes close to the cached pieces.
+
+Why here, at batching: the prepared cache keeps the deterministic encoding that
+validation, test, decoding and alignment read, so it stays valid; with sampling off
+the trainer builds the loader of before, untouched.
+
+Reproducible: epoch ``e``'s pieces are a function of the sampler's seed, ``e`` and the
+texts (numpy's generator seeded with ``(seed, e, side)``), in any process, so a
+resumed run re-creates the epoch it stopped in and DDP ranks agree on it.
+
+Not supported, refused with a message: ``model_type=bpe`` (BPE-dropout). SentencePiece
+implements it, but (in sentencepiece 0.2.3) its seeded generator is salted per
+process: the same seed gives other pieces in the next process, so resume could not
+be exact. The same holds for its n-best sampling (``nbest_size > 1``), which would
+also cost tens of seconds an epoch drawn this way.
+
+Lengths: pairs filtered at preparation (``data.max_len``) stay out, since the cached
+training split is what is re-encoded. A sampled encoding is longer and nothing is
+truncated: an example too long for ``data.batch_tokens`` alone gets a batch of its
+own, as with the cached pieces.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from torch.utils.data import DataLoader, Dataset
+
+from seq2seq.data.batching import TokenBucketSampler, batch_loader, padded_size
+from seq2seq.data.lattice import UnigramSampler
+from seq2seq.data.splits import EncodedSplit
+from seq2seq.data.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+SIDES = ("src", "tgt")
+
+
+@dataclass(frozen=True)
+class SubwordSampling:
+    """Subword sampling settings, checked against the tokenizer's model type."""
+
+    alpha: float
+    model_type: str = "unigram"
+
+    def __post_init__(self) -> None:
+        if self.alpha <= 0:
+            raise ValueError(
+                f"tokenizer.sampling_alpha must be > 0 to sample, not {self.alpha} "
+                "(0 turns sampling off)"
+            )
+        if self.model_type != "unigram":
+            raise ValueError(
+                "tokenizer.sampling_alpha > 0 samples unigram segmentations; "
+                f"model_type={self.model_type} (BPE-dropout) cannot be sampled "
+                "reproducibly, so a resumed run would not be exact: set "
+                "tokenizer.model_type=unigram or tokenizer.sampling_alpha=0"
+            )
+
+
+def subword_sampling(alpha: float, model_type: str) -> SubwordSampling | None:
+    """The settings, or None when ``alpha`` is 0 (sampling off)."""
+    if alpha == 0:
+        return None
+    return SubwordSampling(alpha, str(model_type))
+
+
+def epoch_generator(seed: int, epoch: int, side: str) -> np.random.Generator:
+    """The generator of one side of one epoch: the same in every process."""
+    return np.random.default_rng([seed & (2**64 - 1), epoch, SIDES.index(side)])
+
+
+class SampledExamples(Dataset):
+    """The training examples ``(id, src_ids, tgt_ids)`` of the epoch being batched.
+
+    ``current`` is the cached split until the sampler first plans an epoch, then that
+    epoch's sampled encoding (one held at a time). The samplers are built here, once
+    (2-3 s for the Multi30k training split; ``scripts/bench_sampling.py``).
+    """
+
+    def __init__(
+        self, split: EncodedSplit, tokenizer: Tokenizer, sampling: SubwordSampling
+    ) -> None:
+        self.cached, self.current = split, split
+        self.sampling = sampling
+        self.samplers = {
+            side: UnigramSampler(
+                tokenizer.processor(side),
+                split.src_text if side == "src" else split.tgt_text,
+                sampling.alpha,
+            )
+            for side in SIDES
+        }
+        self._key: tuple[int, int] | None = None
+
+    def sample(self, seed: int, epoch: int) -> EncodedSplit:
+        """The split with both sides sampled for ``(seed, epoch)``; same texts and
+        gold links."""
+        src, tgt = (
+            self.samplers[side].sample(epoch_generator(seed, epoch, side))
+            for side in SIDES
+        )
+        split = self.cached
+        return EncodedSplit(split.src_text, split.tgt_text, src, tgt, split.alignment)
+
+    def use(self, seed: int, epoch: int) -> EncodedSplit:
+        """Make ``(seed, epoch)``'s encoding current (sampled once) and return it."""
+        if self._key != (seed, epoch):
+            start = time.perf_counter()
+            self.current, self._key = self.sample(seed, epoch), (seed, epoch)
+            log.info(
+                "subword sampling: epoch %d cut in %.2f s, %+.1f%% pieces against the "
+                "cached encoding",
+                epoch + 1,
+                time.perf_counter() - start,
+                100 * (_pieces(self.current) / max(_pieces(self.cached), 1) - 1),
+            )
+        return self.current
+
+    def __len__(self) -> int:
+        return len(self.current)
+
+    def __getitem__(self, index: int) -> tuple[int, list[int], list[int]]:
+        return index, self.current.src_ids[index], self.current.tgt_ids[index]
+
+
+def _pieces(split: EncodedSplit) -> int:
+    return sum(map(len, split.src_ids)) + sum(map(len, split.tgt_ids))
+
+
+class SampledBucketSampler(TokenBucketSampler):
+    """The token-bucket sampler of training over ``SampledExamples``: each epoch's
+    batches are planned from that epoch's sampled lengths."""
+
+    def __init__(
+        self,
+        examples: SampledExamples,
+        batch_tokens: int,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ) -> None:
+        split = examples.cached
+        super().__init__(
+            [len(s) for s in split.src_ids],
+            [len(t) for t in split.tgt_ids],
+            batch_tokens,
+            shuffle=True,
+            seed=seed,
+            num_replicas=num_replicas,
+            rank=rank,
+            sort_by="target",
+        )
+        self.examples = examples
+
+    def _make_batches(self) -> list[list[int]]:
+        split = self.examples.use(self.seed, self.epoch)
+        self.src_lengths = [len(s) for s in split.src_ids]
+        self.tgt_lengths = [len(t) for t in split.tgt_ids]
+        alone = sum(
+            padded_size([i], *self._lengths) > self.batch_tokens
+            for i in range(len(split))
+        )
+        if alone:
+            log.info(
+                "subword sampling: %d sampled examples exceed batch_tokens=%d alone: "
+                "one batch each",
+                alone,
+                self.batch_tokens,
+            )
+        return super()._make_batches()
+
+
+def make_sampled_loader(
+    split: EncodedSplit,
+    tokenizer: Tokenizer,
+    sampling: SubwordSampling,
+    batch_tokens: int,
+    seed: int,
+    num_replicas: int = 1,
+    rank: int = 0,
+    pin_memory: bool = False,
+) -> DataLoader:
+    """The training ``DataLoader`` of ``Batch`` with subword sampling: shuffled and
+    bucketed by target length like ``make_loader(..., sort_by="target")``; its
+    examples are ``loader.dataset`` (``SampledExamples``), its sampler
+    ``loader.batch_sampler``."""
+    examples = SampledExamples(split, tokenizer, sampling)
+    sampler = SampledBucketSampler(examples, batch_tokens, seed, num_replicas, rank)
+    return batch_loader(examples, sampler, pin_memory, seed)
