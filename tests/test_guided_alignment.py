@@ -8,7 +8,12 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from seq2seq.alignment.guided import GoldAttention, guided_alignment_loss, pair_gold
+from seq2seq.alignment.guided import (
+    GoldAttention,
+    SampledGoldAttention,
+    guided_alignment_loss,
+    pair_gold,
+)
 from seq2seq.alignment.links import parse_pharaoh
 from seq2seq.alignment.words import word_alignment_from_attention
 from seq2seq.data.prepare import prepare_data
@@ -150,3 +155,26 @@ def test_guided_training_logs_its_alignment_loss(tmp_path):
     events = EventAccumulator(str(tmp_path / "free" / "tb"))
     events.Reload()
     assert "train/alignment_loss" not in events.Tags()["scalars"]
+
+
+def test_guided_alignment_follows_the_sampled_pieces(tmp_path):
+    """With subword sampling the gold is rebuilt from each epoch's pieces."""
+    trainer = _trainer(
+        tmp_path,
+        "sampled",
+        "trainer.guided_alignment=1.0",
+        "tokenizer.sampling_alpha=0.2",
+    )
+    tok, cached = trainer.data.tokenizer, trainer.data.splits["train"]
+    assert isinstance(trainer.gold, SampledGoldAttention)
+    for epoch in (0, 1):
+        trainer.sampler.set_epoch(epoch)
+        batch = next(iter(trainer.loader))
+        ids, shape = batch.ids.tolist(), (batch.tgt_out.size(1), batch.src.size(1))
+        gold = trainer.gold.batch(ids, *shape)
+        pieces = trainer.loader.dataset.current
+        assert pieces.src_ids != cached.src_ids
+        torch.testing.assert_close(gold, GoldAttention(pieces, tok).batch(ids, *shape))
+        assert not torch.equal(gold, GoldAttention(cached, tok).batch(ids, *shape))
+        stats = trainer.train_step([batch])
+        assert stats is not None and float(stats["align_sum"]) > 0

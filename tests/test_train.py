@@ -10,6 +10,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from seq2seq.data.batching import TokenBucketSampler, make_loader
+from seq2seq.data.sampling import SampledBucketSampler
 from seq2seq.decoding.translator import Translator
 from seq2seq.model.checkpoint import load_checkpoint
 from seq2seq.training import trainer as train_module
@@ -34,12 +36,14 @@ def _losses(run_dir: Path) -> dict[int, float]:
     return {e.step: e.value for e in _events(run_dir).Scalars("train/loss")}
 
 
-def test_resumed_run_continues_the_uninterrupted_one_exactly(tmp_path):
+def _resume_matches_uninterrupted(tmp_path: Path, *extra: str) -> Trainer:
+    """Train 14 steps, and 6 then 8 more after a resume: same losses, same weights."""
     common = [
         "trainer.log_every=1",
         "trainer.valid_every=null",
         "trainer.max_epochs=5",
         "data.batch_tokens=1500",
+        *extra,
     ]
     full = _trainer(tmp_path, "full", *common, "trainer.max_steps=14")
     full.fit()
@@ -49,7 +53,8 @@ def test_resumed_run_continues_the_uninterrupted_one_exactly(tmp_path):
     resumed.resume(tmp_path / "first" / "checkpoints" / "last.pt")
     resumed.fit()
 
-    assert len(full.sampler) < 14, "the run must cross an epoch boundary"
+    assert full.progress.epoch >= 1, "the run must cross an epoch boundary"
+    assert first.sampler.position > 0, "the first run must stop inside an epoch"
     full_losses, resumed_losses = (
         _losses(tmp_path / "full"),
         _losses(tmp_path / "resumed"),
@@ -61,6 +66,39 @@ def test_resumed_run_continues_the_uninterrupted_one_exactly(tmp_path):
         torch.testing.assert_close(
             resumed.model.state_dict()[name], weight, rtol=0, atol=0
         )
+    return full
+
+
+def test_resumed_run_continues_the_uninterrupted_one_exactly(tmp_path):
+    full = _resume_matches_uninterrupted(tmp_path)
+    assert type(full.sampler) is TokenBucketSampler
+
+
+def test_resumed_run_with_subword_sampling_continues_exactly(tmp_path):
+    """The resumed run re-creates the sampled pieces of the epoch it stopped in."""
+    full = _resume_matches_uninterrupted(tmp_path, "tokenizer.sampling_alpha=0.2")
+    assert isinstance(full.sampler, SampledBucketSampler)
+    cached = full.data.splits["train"]
+    assert full.loader.dataset.current.src_ids != cached.src_ids
+
+
+def test_without_sampling_the_trainer_batches_the_cached_pieces(tmp_path):
+    """``tokenizer.sampling_alpha=0``: the loader of before subword sampling."""
+    trainer = _trainer(tmp_path, "run", "tokenizer.sampling_alpha=0")
+    reference = make_loader(
+        trainer.data.splits["train"],
+        batch_tokens=trainer.cfg.data.batch_tokens,
+        shuffle=True,
+        seed=trainer.tcfg.seed,
+        sort_by="target",
+    )
+    assert type(trainer.sampler) is TokenBucketSampler
+    for epoch in (0, 1):
+        trainer.sampler.set_epoch(epoch)
+        reference.batch_sampler.set_epoch(epoch)
+        for ours, theirs in zip(trainer.loader, reference, strict=True):
+            for name in ("src", "src_lengths", "tgt_in", "tgt_out", "ids"):
+                assert torch.equal(getattr(ours, name), getattr(theirs, name))
 
 
 def test_same_seed_same_losses_and_loss_goes_down(tmp_path):
@@ -235,3 +273,10 @@ def test_bf16_autocast_on_cpu_trains_and_validates_with_fp32_weights(tmp_path):
     assert all(p.dtype == torch.float32 for p in bf16.model.parameters())
     assert result.best_checkpoint is not None  # validation decoded under autocast too
     assert bf16.progress.best_metric is not None
+
+
+def test_subword_sampling_refuses_bpe_at_trainer_start(tmp_path):
+    with pytest.raises(ValueError, match=r"model_type=bpe .*tokenizer.model_type=uni"):
+        _trainer(
+            tmp_path, "bpe", "tokenizer.model_type=bpe", "tokenizer.sampling_alpha=0.1"
+        )

@@ -17,11 +17,21 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
 
-from seq2seq.alignment.guided import GoldAttention, guided_alignment_loss
+from seq2seq.alignment.guided import (
+    GoldAttention,
+    SampledGoldAttention,
+    guided_alignment_loss,
+)
 from seq2seq.config import AttentionType, Metric, NonFinite
 from seq2seq.data.batching import Batch, make_loader
 from seq2seq.data.prepare import PreparedData
+from seq2seq.data.sampling import (
+    SampledExamples,
+    make_sampled_loader,
+    subword_sampling,
+)
 from seq2seq.decoding.translator import Translator, decode_settings
 from seq2seq.errors import ConfigValueError, UserError
 from seq2seq.model.checkpoint import (
@@ -124,16 +134,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(
             device.type, enabled=self.amp_dtype == torch.float16
         )
-        self.loader = make_loader(
-            data.splits["train"],
-            batch_tokens=cfg.data.batch_tokens,
-            shuffle=True,
-            seed=self.tcfg.seed,
-            num_replicas=self.dist.world_size,
-            rank=self.dist.rank,
-            pin_memory=device.type == "cuda",
-            sort_by="target",  # target padding runs through the step loop
-        )
+        self.loader = self._train_loader()
         self.sampler = self.loader.batch_sampler
         self.gold = self._gold_attention()
         self.progress = Progress()
@@ -141,7 +142,26 @@ class Trainer:
         self.tracker = Tracker(run_dir / "tb", enabled=self.dist.is_main)
         self.n_params = sum(p.numel() for p in self.model.parameters())
 
-    def _gold_attention(self) -> GoldAttention | None:
+    def _train_loader(self) -> DataLoader:
+        """The cached pieces in token buckets, or with ``tokenizer.sampling_alpha > 0``
+        the training split re-encoded with sampled pieces every epoch."""
+        tcfg = self.cfg.tokenizer
+        sampling = subword_sampling(tcfg.sampling_alpha, tcfg.model_type)
+        common = {
+            "batch_tokens": self.cfg.data.batch_tokens,
+            "seed": self.tcfg.seed,
+            "num_replicas": self.dist.world_size,
+            "rank": self.dist.rank,
+            "pin_memory": self.device.type == "cuda",
+        }
+        train = self.data.splits["train"]
+        if sampling is None:
+            # sorted by target: target padding runs through the step loop
+            return make_loader(train, shuffle=True, sort_by="target", **common)
+        log.info("subword sampling: %s", sampling)
+        return make_sampled_loader(train, self.data.tokenizer, sampling, **common)
+
+    def _gold_attention(self) -> GoldAttention | SampledGoldAttention | None:
         """The training split's gold attention when guided alignment is on."""
         weight = self.tcfg.guided_alignment
         if weight < 0:
@@ -153,6 +173,9 @@ class Trainer:
                 "trainer.guided_alignment > 0 needs an attention to guide; "
                 "model/attention=none has none"
             )
+        examples = self.loader.dataset
+        if isinstance(examples, SampledExamples):  # the gold follows the pieces
+            return SampledGoldAttention(lambda: examples.current, self.data.tokenizer)
         return GoldAttention(self.data.splits["train"], self.data.tokenizer)
 
     # ----------------------------------------------------------------- checkpoints
