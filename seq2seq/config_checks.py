@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from seq2seq.config import AttentionType, Corpus
+from seq2seq.config import AttentionType, Corpus, PieceModel
 from seq2seq.errors import ConfigValueError
 
 # (predicate, what the value must be); None values (unset optionals) always pass.
@@ -150,6 +150,21 @@ def check_tokenizer(cfg: Any, prefix: str = "tokenizer.") -> None:
     vocab = (lambda v: v > 4, "must exceed the 4 special pieces")
     coverage = (lambda v: 0 < v <= 1, "must be in (0, 1]")
     check_values(cfg, prefix, {"vocab_size": vocab, "character_coverage": coverage})
+    check_values(cfg, prefix, {"sampling_alpha": NON_NEGATIVE})
+
+
+def check_sampling(alpha: float, model_type: Any, prefix: str = "tokenizer.") -> None:
+    """Subword sampling (``data/sampling.py``) draws unigram segmentations only:
+    SentencePiece's BPE-dropout cannot be seeded to repeat in another process, so a
+    resumed run would not be exact."""
+    _require(alpha >= 0, f"{prefix}sampling_alpha={alpha}: must be >= 0 (0: off)")
+    _require(
+        alpha == 0 or PieceModel(model_type) == PieceModel.unigram,
+        f"{prefix}sampling_alpha={alpha} samples unigram segmentations; "
+        f"{prefix}model_type={model_type} (BPE-dropout) cannot be sampled "
+        "reproducibly, so a resumed run would not be exact: set "
+        f"{prefix}model_type=unigram or {prefix}sampling_alpha=0",
+    )
 
 
 def check_model(cfg: Any, prefix: str = "model.") -> None:
@@ -274,6 +289,7 @@ def check_train(cfg: DictConfig) -> None:
     check_scheduler(cfg.scheduler)
     check_decode(cfg.decode)
     check_trainer(cfg.trainer)
+    check_sampling(cfg.tokenizer.sampling_alpha, cfg.tokenizer.model_type)
     _require(
         not (
             cfg.trainer.guided_alignment > 0

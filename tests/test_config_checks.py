@@ -30,6 +30,10 @@ def _checked(command: str, *overrides: str) -> None:
         ("data.name=local", "needs data.local_dir=DIR"),
         ("tokenizer.vocab_size=4", "must exceed the 4 special pieces"),
         ("tokenizer.character_coverage=0", "must be in (0, 1]"),
+        (
+            "tokenizer.sampling_alpha=-0.5",
+            "tokenizer.sampling_alpha=-0.5: must be >= 0",
+        ),
         ("model.emb_dim=0", "model.emb_dim=0: must be at least 1"),
         ("model.word_dropout=1", "model.word_dropout=1.0: must be in [0, 1)"),
         ("model/attention=multihead", "must divide the attention size"),
@@ -57,6 +61,14 @@ def test_train_refuses(override, message):
     with pytest.raises(ConfigValueError) as info:
         _checked("train", *overrides)
     assert message in str(info.value)
+
+
+def test_subword_sampling_needs_a_unigram_model_to_train_not_to_prepare():
+    bpe = ("tokenizer.model_type=bpe", "tokenizer.sampling_alpha=0.1")
+    with pytest.raises(ConfigValueError, match=r"model_type=bpe \(BPE-dropout\)"):
+        _checked("train", *bpe)
+    _checked("prepare", *bpe)  # preparing never samples
+    _checked("train", "tokenizer.model_type=bpe", "tokenizer.sampling_alpha=0")
 
 
 def test_guided_alignment_needs_an_attention():

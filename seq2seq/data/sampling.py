@@ -38,10 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
+from seq2seq.config_checks import check_sampling
 from seq2seq.data.batching import TokenBucketSampler, batch_loader, padded_size
 from seq2seq.data.lattice import UnigramSampler
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.errors import ConfigValueError
 
 log = logging.getLogger(__name__)
 
@@ -50,23 +52,18 @@ SIDES = ("src", "tgt")
 
 @dataclass(frozen=True)
 class SubwordSampling:
-    """Subword sampling settings, checked against the tokenizer's model type."""
+    """Subword sampling settings, checked against the tokenizer's model type
+    (``config_checks.check_sampling``, which ``seq2seq-train`` runs at the start)."""
 
     alpha: float
     model_type: str = "unigram"
 
     def __post_init__(self) -> None:
-        if self.alpha <= 0:
-            raise ValueError(
-                f"tokenizer.sampling_alpha must be > 0 to sample, not {self.alpha} "
-                "(0 turns sampling off)"
-            )
-        if self.model_type != "unigram":
-            raise ValueError(
-                "tokenizer.sampling_alpha > 0 samples unigram segmentations; "
-                f"model_type={self.model_type} (BPE-dropout) cannot be sampled "
-                "reproducibly, so a resumed run would not be exact: set "
-                "tokenizer.model_type=unigram or tokenizer.sampling_alpha=0"
+        check_sampling(self.alpha, self.model_type)
+        if self.alpha == 0:
+            raise ConfigValueError(
+                "tokenizer.sampling_alpha=0 turns sampling off: use subword_sampling, "
+                "which gives None for it"
             )
 
 
