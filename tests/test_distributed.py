@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -134,3 +135,33 @@ def test_budget_schedule_sets_one_learning_rate_on_every_rank(tmp_path):
     assert ranks[0]["lrs"] == ranks[1]["lrs"]
     for name, weight in ranks[0]["model"].items():
         torch.testing.assert_close(ranks[1]["model"][name], weight, rtol=0, atol=0)
+
+
+def _sampled_epochs(rank: int, port: int, tmp: Path) -> None:
+    info = _join(rank, port)
+    trainer = _trainer(tmp, "sampled", info, "tokenizer.sampling_alpha=0.2")
+    seen = {}
+    for epoch in (0, 1):
+        trainer.sampler.set_epoch(epoch)
+        batches = trainer.sampler.epoch_batches()
+        seen[epoch] = {
+            "batches": batches,
+            "src": trainer.loader.dataset.current.src_ids,
+        }
+    (tmp / f"rank{rank}.json").write_text(json.dumps(seen))
+    dist.destroy_process_group()
+
+
+def test_two_ranks_sample_the_same_pieces_and_split_the_batches(tmp_path):
+    """Each rank is a fresh process: the sampled pieces must still agree, or the
+    ranks would plan different batches (and wait for each other forever)."""
+    n = len(_trainer(tmp_path, "prep", DistInfo()).data.splits["train"])
+    mp.spawn(_sampled_epochs, args=(_free_port(), tmp_path), nprocs=2, join=True)
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for epoch in ("0", "1"):
+        assert ranks[0][epoch]["src"] == ranks[1][epoch]["src"]
+        shards = [[i for b in rank[epoch]["batches"] for i in b] for rank in ranks]
+        assert len(ranks[0][epoch]["batches"]) == len(ranks[1][epoch]["batches"])
+        assert not set(shards[0]) & set(shards[1])
+        assert sorted(shards[0] + shards[1]) == list(range(n))
+    assert ranks[0]["0"]["src"] != ranks[0]["1"]["src"]
