@@ -143,24 +143,14 @@ class SampledBucketSampler(TokenBucketSampler):
     batches are planned from that epoch's sampled lengths."""
 
     def __init__(
-        self,
-        examples: SampledExamples,
-        batch_tokens: int,
-        seed: int = 0,
-        num_replicas: int = 1,
-        rank: int = 0,
+        self, examples: SampledExamples, batch_tokens: int, **sharding: int
     ) -> None:
+        """``sharding``: ``seed``, ``num_replicas``, ``rank`` of ``TokenBucketSampler``;
+        training batches are shuffled and sorted by target."""
         split = examples.cached
-        super().__init__(
-            [len(s) for s in split.src_ids],
-            [len(t) for t in split.tgt_ids],
-            batch_tokens,
-            shuffle=True,
-            seed=seed,
-            num_replicas=num_replicas,
-            rank=rank,
-            sort_by="target",
-        )
+        lengths = [len(s) for s in split.src_ids], [len(t) for t in split.tgt_ids]
+        options = {"shuffle": True, "sort_by": "target", **sharding}
+        super().__init__(*lengths, batch_tokens, **options)
         self.examples = examples
 
     def _make_batches(self) -> list[list[int]]:
@@ -186,15 +176,14 @@ def make_sampled_loader(
     tokenizer: Tokenizer,
     sampling: SubwordSampling,
     batch_tokens: int,
-    seed: int,
-    num_replicas: int = 1,
-    rank: int = 0,
     pin_memory: bool = False,
+    **sharding: int,
 ) -> DataLoader:
     """The training ``DataLoader`` of ``Batch`` with subword sampling: shuffled and
     bucketed by target length like ``make_loader(..., sort_by="target")``; its
     examples are ``loader.dataset`` (``SampledExamples``), its sampler
-    ``loader.batch_sampler``."""
+    ``loader.batch_sampler``; ``sharding``: ``seed`` (required), ``num_replicas``,
+    ``rank``."""
     examples = SampledExamples(split, tokenizer, sampling)
-    sampler = SampledBucketSampler(examples, batch_tokens, seed, num_replicas, rank)
-    return batch_loader(examples, sampler, pin_memory, seed)
+    sampler = SampledBucketSampler(examples, batch_tokens, **sharding)
+    return batch_loader(examples, sampler, pin_memory, sharding["seed"])
