@@ -327,8 +327,8 @@ def _beam_search(
         hist.parents.append(step_parents)
         hist.weights.append(_scatter_rows((weights.view(n, k, -1),), active, b, 0)[0])
         if stop_best:  # the best live hypothesis as it is now
-            now = scores / length_penalty(t + 1.0, alpha) + live_pens
-            bound = now.max(dim=1).values
+            now = scores / length_penalty(t + 1.0, alpha)
+            bound = (now if cover is None else now + live_pens).max(dim=1).values
         else:  # "bound": the best finished score any live one could still reach
             # (a coverage penalty is at most 0, so it cannot raise the bound)
             lp_max = length_penalty(limits.double(), alpha).clamp(
@@ -338,7 +338,8 @@ def _beam_search(
         newly = ~done & ((t + 1 >= limits) | (pool.score[:, -1] >= bound))
         end_step = torch.where(newly, t, end_step)
         end_scores = torch.where(newly.unsqueeze(1), scores, end_scores)
-        end_pens = torch.where(newly.unsqueeze(1), live_pens, end_pens)
+        if cover is not None:
+            end_pens = torch.where(newly.unsqueeze(1), live_pens, end_pens)
         done = done | newly
         if bool(done.all()):
             break
