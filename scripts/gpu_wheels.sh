@@ -32,6 +32,7 @@ WHEELS=(
     dill==0.4.1
     multiprocess==0.70.19
     sacremoses==0.2.0
+    entmax==1.3
 )
 # Published as an sdist only: built into a (pure Python) wheel here.
 SDISTS=(

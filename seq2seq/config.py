@@ -62,6 +62,9 @@ AttentionType = choice(
     "none",
 )
 DecoderStyle = choice("DecoderStyle", "bahdanau", "luong")
+# What turns attention scores into weights (model/attention.py): softmax, or the
+# sparse sparsemax / 1.5-entmax of the entmax package, which give exact zeros.
+Normalizer = choice("Normalizer", "softmax", "sparsemax", "entmax15")
 Bridge = choice("Bridge", "bridge", "zero")
 OptimizerName = choice("OptimizerName", "adam", "adamw")
 Schedule = choice("Schedule", "plateau", "constant", "warmup", "budget")
@@ -142,6 +145,8 @@ class AttentionConfig:
     # hidden size of the additive / concat scorer (default: decoder)
     dim: int | None = None
     heads: int = 4  # multihead only
+    # scores → weights: softmax, or sparsemax / entmax15 (exact zeros; Peters et al.)
+    normalizer: Normalizer = Normalizer.softmax
 
 
 @dataclass

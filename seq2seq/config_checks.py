@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from seq2seq.config import AttentionType, Corpus, PieceModel
+from seq2seq.config import AttentionType, Corpus, Normalizer, PieceModel
 from seq2seq.errors import ConfigValueError
 
 # (predicate, what the value must be); None values (unset optionals) always pass.
@@ -175,6 +175,12 @@ def check_model(cfg: Any, prefix: str = "model.") -> None:
     check_values(cfg, prefix, dict.fromkeys(sizes, AT_LEAST_1))
     check_values(cfg, prefix, dict.fromkeys(rates, RATE))
     kind = AttentionType(cfg.attention.type)
+    normalizer = Normalizer(cfg.attention.normalizer)
+    _require(
+        kind != AttentionType.none or normalizer == Normalizer.softmax,
+        f"{prefix}attention.normalizer={normalizer} has nothing to normalize with "
+        f"{prefix}attention.type=none; drop the normalizer or choose an attention",
+    )
     decoder, memory = cfg.decoder.hidden_size, 2 * cfg.encoder.hidden_size
     if kind == AttentionType.luong_dot:
         _require(

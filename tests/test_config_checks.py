@@ -71,6 +71,13 @@ def test_subword_sampling_needs_a_unigram_model_to_train_not_to_prepare():
     _checked("train", "tokenizer.model_type=bpe", "tokenizer.sampling_alpha=0")
 
 
+def test_a_sparse_normalizer_needs_an_attention():
+    with pytest.raises(ConfigValueError, match="nothing to normalize"):
+        _checked(
+            "train", "model.attention.normalizer=sparsemax", "model/attention=none"
+        )
+
+
 def test_guided_alignment_needs_an_attention():
     with pytest.raises(ConfigValueError, match="needs an attention to guide"):
         _checked("train", "trainer.guided_alignment=1", "model/attention=none")

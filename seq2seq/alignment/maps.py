@@ -9,6 +9,7 @@ its output (``CAVEAT``, printed wherever a map is shown).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,15 @@ class AttentionMap:
             rho = self.spearman
             record["spearman"] = None if rho is None or np.isnan(rho) else float(rho)
         return record
+
+
+def zero_share(matrices: Sequence[Any]) -> float:
+    """The share of weights that are exactly 0 over all cells of ``matrices`` (each
+    ``(T, S)`` over real positions): what sparse attention (``attention.normalizer``)
+    buys in readability; a softmax gives 0 unless a weight underflows."""
+    cells = [np.asarray(as_numpy(w)) for w in matrices]
+    total = sum(c.size for c in cells)
+    return sum(int((c == 0).sum()) for c in cells) / total if total else 0.0
 
 
 def as_numpy(weights: Any) -> np.ndarray:

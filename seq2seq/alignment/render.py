@@ -14,11 +14,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from seq2seq.alignment.maps import CAVEAT, AttentionMap, as_matrix, as_numpy
+from seq2seq.alignment.maps import (
+    CAVEAT,
+    AttentionMap,
+    as_matrix,
+    as_numpy,
+    zero_share,
+)
 
 _SHADES = " ░▒▓█"
 
@@ -28,10 +35,18 @@ def _font_size(n: int) -> float:
     return float(np.clip(12.0 - 0.12 * n, 5.0, 11.0))
 
 
+_ZERO_COLOR = "white"  # exact zeros (sparse attention): outside viridis' range
+
+
 def _draw(
     ax: Any, w: np.ndarray, src: Sequence[str], tgt: Sequence[str], y_labels=True
 ):
-    image = ax.imshow(w, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+    """One heatmap; weights that are exactly 0 are drawn white, so the support of a
+    sparse attention (``attention.normalizer``) stands out from small weights."""
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad=_ZERO_COLOR)
+    image = ax.imshow(
+        np.ma.masked_equal(w, 0.0), vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto"
+    )
     ax.set_xticks(
         range(len(src)),
         labels=list(src),
@@ -67,11 +82,19 @@ def plot_alignment(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     image = _draw(ax, w, src_tokens, tgt_tokens)
-    fig.colorbar(image, ax=ax, fraction=0.05, label="attention weight")
+    fig.colorbar(image, ax=ax, fraction=0.05, label=_weight_label(w))
     if title:
         ax.set_title(title, parse_math=False)
     fig.supxlabel(CAVEAT, fontsize=7, color="0.35")
     return fig
+
+
+def _weight_label(*matrices: np.ndarray) -> str:
+    """The colorbar's label; it names the white cells when some weights are 0."""
+    zeros = zero_share(matrices)
+    if zeros == 0:
+        return "attention weight"
+    return f"attention weight (white: exactly 0, {100 * zeros:.0f}% of cells)"
 
 
 def _caption(fig: Figure, image: Any, axes: Any, label: str, title: str | None):
@@ -112,7 +135,7 @@ def plot_heads(
             continue
         image = _draw(ax, panels[k], src_tokens, tgt_tokens, y_labels=k % cols == 0)
         ax.set_title(names[k], fontsize=9)
-    return _caption(fig, image, axes, "attention weight", title)
+    return _caption(fig, image, axes, _weight_label(*panels[:-1]), title)
 
 
 def plot_comparison(
@@ -189,8 +212,9 @@ def alignment_terminal(
 ) -> str:
     """Text heatmap: numbered source columns, one row per target token.
 
-    Cells are shade blocks (`` ░▒▓█``), or ANSI 256-colour greys when ``color``; each
-    row ends with the source token it attends to most.
+    Cells are shade blocks (`` ░▒▓█``), or ANSI 256-colour greys when ``color``, and
+    ``·`` where a weight is exactly 0; each row ends with the source token it attends
+    to most.
     """
     w = as_matrix(weights, len(src_tokens), len(tgt_tokens))
     label_w = max((len(t) for t in tgt_tokens), default=1)
@@ -203,11 +227,14 @@ def alignment_terminal(
         best = src_tokens[int(np.argmax(row))] if row.size else ""
         lines.append(f"{tok:>{label_w}} {cells} {best}")
     scale = "".join(_cell(v, color) for v in (0.1, 0.3, 0.5, 0.7, 0.9))
-    lines.append(f"scale 0 {scale} 1 | {CAVEAT}")
+    zeros = " · exactly 0 |" if (w == 0).any() else ""
+    lines.append(f"scale 0 {scale} 1 |{zeros} {CAVEAT}")
     return "\n".join(lines)
 
 
 def _cell(value: float, color: bool) -> str:
+    if value == 0:  # exactly 0 (padding, or sparse attention's unused positions)
+        return " · "
     value = float(np.clip(value, 0.0, 1.0))
     if color:
         return f"\x1b[38;5;{232 + round(value * 23)}m██\x1b[0m "

@@ -1,6 +1,7 @@
 """The browser viewer: one self-contained HTML page (inline CSS and JS, no network).
 
-Per sentence: a heatmap with hover values, a two-row view (source words above, target
+Per sentence: a heatmap with hover values (weights that are exactly 0, as sparse
+attention gives, hatched), a two-row view (source words above, target
 words below, drawn as SVG) whose lines show the weights as thickness and opacity, a
 head selector for multi-head attention (each head and the mean), gold links overlaid
 when present, and, when given, the gradient × input attribution beside the attention.
@@ -18,7 +19,13 @@ from typing import Any
 import numpy as np
 
 from seq2seq.alignment.links import parse_pharaoh
-from seq2seq.alignment.maps import CAVEAT, AttentionMap, as_matrix, as_numpy
+from seq2seq.alignment.maps import (
+    CAVEAT,
+    AttentionMap,
+    as_matrix,
+    as_numpy,
+    zero_share,
+)
 from seq2seq.alignment.words import word_groups
 
 _CSS = """body{font-family:sans-serif;margin:1.5em;color:#222}
@@ -30,6 +37,7 @@ table.att td{width:1.6em;height:1.6em;border:1px solid #eee;padding:0}
 table.att th{font-weight:normal;font-size:0.85em;padding:2px 4px}
 table.att th.src{writing-mode:vertical-rl;transform:rotate(180deg);text-align:left}
 table.att th.tgt{text-align:right}
+td.zero{background:repeating-linear-gradient(45deg,#fff 0 3px,#ddd 3px 4px)!important}
 td.sure{outline:2px solid #d33;outline-offset:-3px}
 td.possible{outline:2px dashed #d93;outline-offset:-3px}
 svg.two text{font-size:13px}
@@ -119,10 +127,12 @@ def _table(w: np.ndarray, src, tgt, sure=(), possible=()) -> str:
     for j, (tok, row) in enumerate(zip(tgt, w, strict=True)):
         cells = []
         for i, value in enumerate(row):
-            tip = esc(f"{src[i]} → {tok}: {value:.3f}")
+            shown = "exactly 0" if value == 0 else f"{value:.3f}"
+            tip = esc(f"{src[i]} → {tok}: {shown}")
             cls = (
                 " sure" if (i, j) in sure else " possible" if (i, j) in possible else ""
             )
+            cls += " zero" if value == 0 else ""
             cells.append(
                 f'<td class="cell{cls}" style="background:{_color(value)}" '
                 f'data-tip="{tip}"></td>'
@@ -179,6 +189,12 @@ def _section(k: int, item: AttentionMap) -> tuple[str, dict]:
             )
         parts.append("</div>")
     parts.append('</div><div class="two-row"></div>')
+    zeros = zero_share([m for key, m in mats.items() if key != "mean"])
+    if zeros:
+        parts.append(
+            f'<p class="note">{100 * zeros:.0f}% of the weights are exactly 0 '
+            "(hatched cells, no line): the attention is sparse.</p>"
+        )
     if item.gold is not None:
         parts.append(
             '<p class="note">Gold links: red (outline; dashed line) sure, orange '

@@ -38,6 +38,7 @@ def corpus_settings(checkpoint_data: DictConfig, overrides: DictConfig) -> DictC
 def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):
     """Translate ``cfg.split`` with ``cfg.checkpoint``, print and return the scores."""
     from seq2seq.alignment.error import alignment_scores
+    from seq2seq.alignment.maps import zero_share
     from seq2seq.data.splits import encode_corpus_split, write_lines
     from seq2seq.decoding.scores import score
 
@@ -60,6 +61,13 @@ def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):
             print("AER: this corpus has no gold alignments (no `alignment` column)")
         else:
             print(aligned.summary())
+        forced = translator.forced_attention(split)
+        zeros = zero_share([f.weights for f in forced])
+        normalizer = translator.config.model.attention.normalizer
+        print(
+            f"attention ({normalizer}): {100 * zeros:.1f}% of the weights on "
+            "references are exactly 0"
+        )
     print(f"hypotheses: {out}")
     return scores
 

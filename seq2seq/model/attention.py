@@ -11,6 +11,11 @@ size, ``Hm`` memory (encoder) size. A query is ``(B, Hq)`` for one step or
 The weights are a softmax over source positions computed in float32 (float64 stays
 float64) after ``masked_fill(~mask, -inf)``: padding gets exactly 0 and rows sum to 1.
 Every source has at least one real token (its EOS), so no row is all ``-inf``.
+``normalizer=sparsemax`` or ``entmax15`` (``attention.normalizer``) replaces the softmax
+by a sparse mapping of the ``entmax`` package (Martins & Astudillo 2016; Peters,
+Niculae & Martins 2019) under the same masking: rows still sum to 1, padding is still
+0, and positions far enough below the best score get exactly 0 as well, so an
+alignment reads as the few source words a step actually used.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from seq2seq.config import AttentionType
+from seq2seq.config import AttentionType, Normalizer
 
 
 class Keys(NamedTuple):
@@ -60,6 +65,21 @@ def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     return torch.softmax(scores.masked_fill(~mask.view(shape), float("-inf")), dim=-1)
 
 
+def masked_normalize(
+    scores: Tensor, mask: Tensor, normalizer: Normalizer = Normalizer.softmax
+) -> Tensor:
+    """``masked_softmax``, or its sparse counterpart: sparsemax (exact zeros below a
+    threshold) or 1.5-entmax (between the two), with the same masking and dtype."""
+    if normalizer == Normalizer.softmax:
+        return masked_softmax(scores, mask)
+    import entmax  # imported here: softmax models never need the package
+
+    sparse = entmax.sparsemax if normalizer == Normalizer.sparsemax else entmax.entmax15
+    scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
+    shape = (mask.size(0),) + (1,) * (scores.dim() - 2) + (mask.size(1),)
+    return sparse(scores.masked_fill(~mask.view(shape), float("-inf")), dim=-1)
+
+
 def read(weights: Tensor, values: Tensor) -> Tensor:
     """Context ``c = Σⱼ αⱼ hⱼ``: weights ``(B, T, S)``, values ``(B, S, Hv)`` →
     ``(B, T, Hv)``."""
@@ -74,6 +94,7 @@ class Attention(nn.Module):
     """
 
     context_size: int
+    normalizer: Normalizer = Normalizer.softmax  # set by build_attention
 
     def __init__(self, query_size: int, memory_size: int) -> None:
         super().__init__()
@@ -92,7 +113,8 @@ class Attention(nn.Module):
         """query ``(B, Hq)`` or ``(B, T, Hq)`` → ``AttentionOutput``."""
         one_step = query.dim() == 2
         q = query.unsqueeze(1) if one_step else query  # (B, T, Hq)
-        weights = masked_softmax(self.score(q, keys), keys.mask)  # (B, T, S)
+        scores = self.score(q, keys)  # (B, T, S)
+        weights = masked_normalize(scores, keys.mask, self.normalizer)
         context = read(weights, keys.values)  # (B, T, C)
         if one_step:
             return AttentionOutput(context.squeeze(1), weights.squeeze(1))
@@ -207,7 +229,7 @@ class MultiHeadAttention(Attention):
         qh = self._split(self.query_proj(q))  # (B, h, T, d)
         kh, vh = self._split(keys.keys), self._split(keys.values)  # (B, h, S, d)
         scores = qh @ kh.transpose(-1, -2) / math.sqrt(qh.size(-1))  # (B, h, T, S)
-        head_weights = masked_softmax(scores, keys.mask)  # (B, h, T, S)
+        head_weights = masked_normalize(scores, keys.mask, self.normalizer)
         heads_ctx = head_weights.to(vh.dtype) @ vh  # (B, h, T, d)
         b, _, t, _ = heads_ctx.shape
         context = self.out_proj(
@@ -253,10 +275,15 @@ def build_attention(
     memory_size: int,
     dim: int | None = None,
     heads: int = 4,
+    normalizer: Normalizer | str = Normalizer.softmax,
 ) -> Attention:
-    """The attention registered as ``name`` (``attention.type``); ``heads`` only for
-    multi-head. An unknown name is a ValueError (``AttentionType``)."""
+    """The attention registered as ``name`` (``attention.type``) with its weights from
+    ``normalizer`` (``attention.normalizer``); ``heads`` only for multi-head. An unknown
+    name is a ValueError (``AttentionType``, ``Normalizer``)."""
     name = AttentionType(name)
     if name == AttentionType.multihead:
-        return MultiHeadAttention(query_size, memory_size, dim, heads)
-    return ATTENTIONS[name](query_size, memory_size, dim)
+        attention: Attention = MultiHeadAttention(query_size, memory_size, dim, heads)
+    else:
+        attention = ATTENTIONS[name](query_size, memory_size, dim)
+    attention.normalizer = Normalizer(normalizer)
+    return attention

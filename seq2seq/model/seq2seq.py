@@ -10,7 +10,13 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from seq2seq.config import AttentionType, Bridge, DecoderStyle, ModelConfig
+from seq2seq.config import (
+    AttentionType,
+    Bridge,
+    DecoderStyle,
+    ModelConfig,
+    Normalizer,
+)
 from seq2seq.config_checks import check_model
 from seq2seq.model.attention import build_attention
 from seq2seq.model.decoder import DECODERS, Decoder, DecoderState
@@ -121,6 +127,7 @@ def build_model(
         encoder.output_size,
         cfg.attention.dim,
         cfg.attention.heads,
+        Normalizer(cfg.attention.normalizer),
     )
     decoder = DECODERS[style](
         tgt_vocab_size,
