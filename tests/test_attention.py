@@ -14,6 +14,7 @@ from seq2seq.model.attention import (
     LuongDotAttention,
     LuongGeneralAttention,
     MultiHeadAttention,
+    attend_step,
     build_attention,
     masked_softmax,
 )
@@ -307,3 +308,23 @@ def test_attention_stores_nothing_between_calls():
     attn(query, attn.prepare(memory, mask))
     assert attn.__dict__.keys() == before.keys()
     assert isinstance(attn.prepare(memory, mask), Keys)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_attend_step_reads_shared_keys_as_expanded_ones(name):
+    """Beam search keeps one set of keys per source for its g beams."""
+    attn = _make(name)
+    _, memory, mask = _inputs()
+    g = 4
+    query = torch.randn(3 * g, HQ, generator=torch.Generator().manual_seed(2))
+    keys = attn.prepare(memory, mask)
+    shared = attend_step(attn, query, keys)
+    expanded = attn.attend(query, keys.select(torch.arange(3).repeat_interleave(g)))
+    assert_close(shared.context, expanded.context)
+    assert_close(shared.weights, expanded.weights)
+    if expanded.head_weights is not None:
+        assert_close(shared.head_weights, expanded.head_weights)
+    one = attend_step(attn, query[:3], keys)  # g = 1: attend itself
+    assert torch.equal(one.weights, attn.attend(query[:3], keys).weights)
+    with pytest.raises(ValueError, match="want g queries per source"):
+        attend_step(attn, query[:5], keys)

@@ -35,6 +35,11 @@ class EnsembleState(NamedTuple):
     def select(self, index: Tensor) -> EnsembleState:
         return EnsembleState(tuple(s.select(index) for s in self.members))
 
+    def select_beams(
+        self, rows: Tensor, sources: Tensor | None = None
+    ) -> EnsembleState:
+        return EnsembleState(tuple(s.select_beams(rows, sources) for s in self.members))
+
     @property
     def keys(self) -> Keys:
         """The first member's keys: their source mask is every member's."""

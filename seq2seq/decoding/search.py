@@ -72,10 +72,11 @@ class _Coverage:
         self.sum: Tensor | None = None  # (n·K, S), in the rows of the decoder state
 
     def step(self, weights: Tensor, mask: Tensor, n: int, k: int) -> Tensor:
-        """This step's weights ``(n·K, S)`` of the extended beams → the penalty
-        ``(n, K)`` of each, this step included."""
+        """This step's weights ``(n·K, S)`` of the extended beams and the source mask
+        ``(n, S)`` → the penalty ``(n, K)`` of each, this step included."""
         self.total = weights.float() if self.sum is None else self.sum + weights.float()
-        return coverage_penalty(self.total, mask, self.beta).view(n, k)
+        total = self.total.view(n, k, -1)
+        return coverage_penalty(total, mask.unsqueeze(1), self.beta)
 
     def select(self, rows: Tensor) -> None:
         """Keep the coverage of the beams that go on (the state's ``rows``)."""
@@ -105,10 +106,11 @@ def _eval_mode(model: nn.Module) -> Iterator[None]:
 
 
 def _mask_specials(log_probs: Tensor) -> Tensor:
-    """Never generate PAD or BOS."""
-    return log_probs.index_fill(
-        -1, log_probs.new_tensor([PAD_ID, BOS_ID]).long(), NEG_INF
-    )
+    """Never generate PAD or BOS: ``-inf`` written into ``log_probs`` in place (the
+    search owns the step's fresh output; a copy of ``(B, V)`` per step is not free)."""
+    log_probs[..., PAD_ID] = NEG_INF
+    log_probs[..., BOS_ID] = NEG_INF
+    return log_probs
 
 
 def greedy_search(
@@ -224,16 +226,22 @@ def _step_candidates(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """log_probs ``(B, K, V)``, live raw scores ``(B, K)`` → EOS (penalised, raw) scores
     ``(B, K)`` (``-inf`` unless within the step's top K) and the K best non-EOS
-    extensions (raw scores, flat indices into K×V)."""
-    k = scores.size(1)
-    cand = scores.unsqueeze(-1) + log_probs  # (B, K, V) raw scores, ``length`` tokens
-    kth = cand.flatten(1).topk(k, dim=1).values[:, -1:]  # (B, 1)
+    extensions (raw scores, flat indices into K×V).
+
+    One ``topk`` of 2K over the K×V extensions serves both: at most K of them (one per
+    beam) are EOS, so the K best others are among them. ``log_probs`` is overwritten
+    with the extensions' scores (the search owns it)."""
+    k, v = scores.size(1), log_probs.size(-1)
+    cand = log_probs.add_(
+        scores.unsqueeze(-1)
+    )  # (B, K, V): raw scores, ``length`` long
     eos_raw = cand[:, :, EOS_ID].clone()
-    keep = eos_raw >= kth
+    best, best_idx = cand.flatten(1).topk(min(2 * k, k * v), dim=1)  # (B, 2K)
+    keep = eos_raw >= best[:, k - 1 : k]  # EOS within the step's top K
     eos_pen = (eos_raw / length_penalty(length, alpha)).masked_fill(~keep, NEG_INF)
-    cand[:, :, EOS_ID] = NEG_INF
-    top, idx = cand.flatten(1).topk(k, dim=1)  # (B, K)
-    return eos_pen, eos_raw, top, idx
+    others = best.masked_fill(best_idx % v == EOS_ID, NEG_INF)
+    top, pos = others.topk(k, dim=1)  # (B, K), best first
+    return eos_pen, eos_raw, top, best_idx.gather(1, pos)
 
 
 def beam_search(
@@ -308,9 +316,9 @@ def _beam_search(
     for t in range(int(limits.max())):
         n = active.numel()
         log_probs, state, weights = model.step(prev, state)
-        if t == 0:
+        if t == 0:  # K beams per sentence from here on; keys stay one per sentence
             log_probs, weights = log_probs[expand], weights[expand]
-            state = state.select(expand)
+            state = state.select_beams(expand)
         log_probs = _mask_specials(log_probs).view(n, k, -1)
         eos_pen, eos_raw, live, idx = _step_candidates(
             log_probs, scores[active], alpha, t + 1
@@ -345,7 +353,7 @@ def _beam_search(
             break
         keep = (~done[active]).nonzero().squeeze(1)  # positions within ``active``
         rows = (keep.unsqueeze(1) * k + parents.index_select(0, keep)).view(-1)
-        state = state.select(rows)
+        state = state.select_beams(rows, keep if keep.numel() < n else None)
         if cover is not None:
             cover.select(rows)
         prev = tokens.index_select(0, keep).view(-1)

@@ -243,6 +243,26 @@ class MultiHeadAttention(Attention):
         return AttentionOutput(context, weights, head_weights)
 
 
+def attend_step(attention: Attention, query: Tensor, keys: Keys) -> AttentionOutput:
+    """One decoder step for ``g`` hypotheses per source: query ``(B·g, Hq)`` (rows
+    ``b·g … b·g + g - 1`` read source ``b``), keys of batch ``B``. Beam search keeps
+    the keys once per sentence, not once per beam: the ``g`` queries of a source are
+    read as ``g`` steps of one query ``(B, g, Hq)``, so the keys are never copied
+    when beams reorder. ``g = 1`` is ``attention.attend``."""
+    b = keys.mask.size(0)
+    if query.size(0) == b:
+        return attention.attend(query, keys)
+    if query.size(0) % b:
+        raise ValueError(
+            f"{query.size(0)} queries for {b} sources: want g queries per source"
+        )
+    out = attention.attend(query.view(b, query.size(0) // b, -1), keys)
+    heads = out.head_weights  # (B, h, g, S) → (B·g, h, S)
+    if heads is not None:
+        heads = heads.transpose(1, 2).flatten(0, 1)
+    return AttentionOutput(out.context.flatten(0, 1), out.weights.flatten(0, 1), heads)
+
+
 class NoAttention(Attention):
     """Ablation: no attention. The context is empty (size 0) and the weights are
     zeros, so the decoder sees the source only through the bridge's initial state."""

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
-from seq2seq.model.attention import Attention, AttentionOutput, Keys
+from seq2seq.model.attention import Attention, AttentionOutput, Keys, attend_step
 from seq2seq.model.gru import StackedGRU
 from seq2seq.model.precision import cast_like_autocast
 
@@ -41,11 +41,20 @@ class DecoderState(NamedTuple):
     keys: Keys
 
     def select(self, index: Tensor) -> DecoderState:
-        """Reorder / expand the batch (beam search): ``index`` ``(B',)`` long."""
+        """Reorder / expand the batch: ``index`` ``(B',)`` long."""
         return DecoderState(
             self.hidden.index_select(1, index),
             self.feed.index_select(0, index),
             self.keys.select(index),
+        )
+
+    def select_beams(self, rows: Tensor, sources: Tensor | None = None) -> DecoderState:
+        """Beam search's reordering: the hypotheses ``rows`` ``(B'·K,)`` of the
+        sources ``sources`` ``(B',)`` (None: the same sources as now). The keys stay
+        one per source (``attention.attend_step`` reads them for all its beams)."""
+        keys = self.keys if sources is None else self.keys.select(sources)
+        return DecoderState(
+            self.hidden.index_select(1, rows), self.feed.index_select(0, rows), keys
         )
 
 
@@ -311,7 +320,7 @@ class BahdanauDecoder(Decoder):
     ) -> tuple[Tensor, DecoderState, AttentionOutput]:
         # nn.GRU on the concatenated input is faster for one step (search) than the
         # hand-stepped cell (measured: greedy 134 vs 102 sent/s).
-        att = self.attention.attend(state.hidden[-1], state.keys)  # c_t (B, C)
+        att = attend_step(self.attention, state.hidden[-1], state.keys)  # c_t (B, C)
         rnn_in = torch.cat([emb, att.context], dim=-1).unsqueeze(1)  # (B, 1, E + C)
         out, hidden = self.rnn(rnn_in, state.hidden)
         feat = self._deep_output(out[:, 0], att.context, emb)
@@ -368,9 +377,10 @@ class LuongDecoder(Decoder):
     def _attentional(
         self, h: Tensor, keys: Keys, w_h: Tensor, w_c: Tensor
     ) -> tuple[Tensor, AttentionOutput]:
-        """One step: h ``(B, H)`` → h̃ = tanh(W_c [c; h]) ``(B, H)`` and the attention
-        (two matmuls instead of a concatenation per step)."""
-        att = self.attention.attend(h, keys)
+        """One step: h ``(B·g, H)`` → h̃ = tanh(W_c [c; h]) ``(B·g, H)`` and the
+        attention (two matmuls instead of a concatenation per step; ``g`` hypotheses
+        per source in beam search, see ``attend_step``)."""
+        att = attend_step(self.attention, h, keys)
         pre = F.linear(h, w_h, self.feature.bias)
         if att.context.size(-1):
             pre = torch.addmm(pre, att.context, w_c)

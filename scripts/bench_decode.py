@@ -1,0 +1,159 @@
+"""Decoding speed of trained checkpoints: search variants, batch budgets, stop rules.
+
+Every variant decodes the same split with the same model in one process, the variants
+alternating within each of ``--rounds`` rounds (random order per round), so the
+machine's drift hits them alike. Each row gives sentences/s (median over rounds,
+``Translator.hypotheses``: batching, encoder and search, not the start-up), BLEU and
+mean output length in words (cased sacreBLEU on the detokenized output), so that like
+is compared with like.
+
+- ``--batch-tokens 1024,2048,4096``: the budget sweep (``batch_tokens=`` of evaluate,
+  translate and validation);
+- ``--beam 1,5`` and ``--stop bound,best``: greedy and beam search, and beam search's
+  two stop rules;
+- ``--baseline REF``: the search of git revision ``REF`` (``decoding/search.py`` as it
+  was there, loaded beside today's) as an extra variant of each row, with the share of
+  sentences whose output differs from today's and the median ratio of the paired
+  round times (baseline / today: > 1 means today is faster).
+
+    flock /tmp/seq2seq-cpu.lock python scripts/bench_decode.py \\
+        runs/de_en/checkpoints/best.pt --beam 1,5 --baseline HEAD~1 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from seq2seq.data.splits import encode_corpus_split  # noqa: E402
+from seq2seq.decoding import translator as translator_module  # noqa: E402
+from seq2seq.decoding.scores import score  # noqa: E402
+from seq2seq.decoding.translator import Translator  # noqa: E402
+
+
+def _numbers(text: str, kind=int) -> list:
+    return [kind(x) for x in text.split(",") if x]
+
+
+def baseline_search(ref: str):
+    """``seq2seq/decoding/search.py`` at git revision ``ref``, as a module."""
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{ref}:seq2seq/decoding/search.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "search_baseline.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("search_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextmanager
+def search_of(module):
+    """Decode with ``module.translate_batch`` (None: today's)."""
+    today = translator_module.translate_batch
+    if module is not None:
+        translator_module.translate_batch = module.translate_batch
+    try:
+        yield
+    finally:
+        translator_module.translate_batch = today
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("checkpoint")
+    parser.add_argument("--split", default="validation")
+    parser.add_argument("--beam", default="1,5", help="beam sizes (1: greedy)")
+    parser.add_argument("--stop", default="bound", help="beam stop rules")
+    parser.add_argument("--batch-tokens", default="", help="budgets; default: ckpt")
+    parser.add_argument("--baseline", default=None, help="git revision of search.py")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--cache-dir", default=None, help="data.cache_dir override")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    base = Translator.from_checkpoint(args.checkpoint, device="cpu")
+    data_cfg = base.config.data
+    if args.cache_dir:
+        data_cfg.cache_dir = args.cache_dir
+    split = encode_corpus_split(data_cfg, base.tokenizer, args.split)
+    budgets = _numbers(args.batch_tokens) or [base.batch_tokens]
+    old = baseline_search(args.baseline) if args.baseline else None
+    variants = []  # (name, translator, search module)
+    for beam in _numbers(args.beam):
+        for stop in args.stop.split(",") if beam > 1 else ["bound"]:
+            for budget in budgets:
+                tr = Translator.from_checkpoint(
+                    args.checkpoint,
+                    device="cpu",
+                    precision=args.precision,
+                    batch_tokens=budget,
+                    beam_size=beam,
+                    stop=stop,
+                )
+                name = f"beam {beam}" + (f" stop={stop}" if beam > 1 else "")
+                name += f" batch_tokens={budget}"
+                variants.append((name, tr, None))
+                if old is not None:
+                    variants.append((name + f" [{args.baseline}]", tr, old))
+    for _, tr, module in variants:  # warm-up: allocator, oneDNN caches
+        with search_of(module):
+            tr.hypotheses(split.head(64))
+
+    times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    outputs: dict[str, list[list[int]]] = {}
+    rng = random.Random(0)
+    for _ in range(args.rounds):
+        order = list(variants)
+        rng.shuffle(order)
+        for name, tr, module in order:
+            with search_of(module):
+                start = time.perf_counter()
+                hyps = tr.hypotheses(split)
+                times[name].append(time.perf_counter() - start)
+            outputs[name] = [h.tokens for h in hyps]
+    print(
+        f"{args.checkpoint} on {args.split} ({len(split)} sentences), "
+        f"{args.threads} threads, {args.precision}, {args.rounds} rounds"
+    )
+    print("| variant | sent/s | BLEU | words | differs from today | baseline/today |")
+    print("|---|---|---|---|---|---|")
+    for name, tr, module in variants:
+        texts = [tr.tokenizer.decode_tgt(ids) for ids in outputs[name]]
+        bleu = score(texts, split.tgt_text).bleu
+        words = statistics.mean(len(t.split()) for t in texts)
+        rate = len(split) / statistics.median(times[name])
+        differs = ratio = ""
+        if module is not None:
+            today = name.rsplit(" [", 1)[0]
+            pairs = zip(outputs[name], outputs[today], strict=True)
+            same = sum(a == b for a, b in pairs)
+            differs = f"{1 - same / len(split):.1%}"
+            pairs = zip(times[name], times[today], strict=True)
+            ratio = f"{statistics.median(b / a for b, a in pairs):.3f}"
+        cells = [name, f"{rate:.1f}", f"{bleu:.2f}", f"{words:.2f}", differs, ratio]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
