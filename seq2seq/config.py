@@ -209,6 +209,9 @@ class DecodeConfig:
     # GNMT coverage penalty beta (beam search; 0: off): rewards finished hypotheses
     # whose attention has covered the whole source, against under-translation
     coverage_penalty: float = 0.0
+    # padded source tokens per decoding batch (validation, evaluate, translate, align);
+    # training batches are data.batch_tokens. Chosen by scripts/bench_decode.py.
+    batch_tokens: int = 8192
 
 
 @dataclass
@@ -309,7 +312,7 @@ class EvaluateConfig:
     length_penalty: float | None = None
     stop: Stop | None = None  # beam search's stop rule (decode.stop)
     coverage_penalty: float | None = None  # decode.coverage_penalty
-    batch_tokens: int | None = None  # None: the checkpoint's data.batch_tokens
+    batch_tokens: int | None = None  # None: the checkpoint's decode.batch_tokens
     lowercase: bool = False  # also report lowercased BLEU (sacreBLEU -lc, 13a)
     # also report BLEU on the literature's scale (multi-bleu.perl on lowercased,
     # normalized, Moses-tokenized text; decoding/scores.py)
@@ -332,7 +335,7 @@ class TranslateConfig:
     stop: Stop | None = None  # beam search's stop rule (decode.stop)
     coverage_penalty: float | None = None  # decode.coverage_penalty
     max_input_pieces: int = 250  # longer lines are truncated, with a warning
-    batch_tokens: int | None = None  # None: the checkpoint's data.batch_tokens
+    batch_tokens: int | None = None  # None: the checkpoint's decode.batch_tokens
     device: str = "auto"
     precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
 
@@ -354,7 +357,7 @@ class AlignConfig:
     attribution: bool = False  # add gradient × input and its Spearman correlation
     output: str | None = None  # file or folder; default under the run directory
     beam_size: int | None = None
-    batch_tokens: int | None = None  # None: the checkpoint's data.batch_tokens
+    batch_tokens: int | None = None  # None: the checkpoint's decode.batch_tokens
     device: str = "cpu"
     precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
 

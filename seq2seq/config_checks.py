@@ -218,7 +218,7 @@ BEAM: Rule = (lambda v: v >= 1, "must be at least 1 (1 is greedy search)")
 
 def check_decode(cfg: Any, prefix: str = "decode.") -> None:
     lengths = ("length_penalty", "coverage_penalty", "max_len_a", "max_len_b")
-    rules = {"beam_size": BEAM, "n_best": AT_LEAST_1}
+    rules = {"beam_size": BEAM, "n_best": AT_LEAST_1, "batch_tokens": AT_LEAST_1}
     check_values(cfg, prefix, rules | dict.fromkeys(lengths, NON_NEGATIVE))
     _require(
         cfg.n_best <= cfg.beam_size,

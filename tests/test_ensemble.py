@@ -103,3 +103,17 @@ def test_translator_ensembles_checkpoints_of_one_vocabulary(tmp_path):
         ValueError, match=rf"{other}.* and {a} have different tokenizers"
     ):
         Translator.from_checkpoint([a, other], device="cpu")
+
+
+def test_decoding_batch_budget_is_decode_batch_tokens_not_the_training_one(tmp_path):
+    """evaluate, translate and align batch by ``decode.batch_tokens`` (old
+    checkpoints: its default); ``batch_tokens=`` overrides it."""
+    a = _checkpoint(tmp_path / "a.pt", TEXTS, seed=1)
+    translator = Translator.from_checkpoint(a, device="cpu")
+    assert translator.batch_tokens == DecodeConfig.batch_tokens
+    assert (
+        translator.batch_tokens != OmegaConf.structured(TrainConfig).data.batch_tokens
+    )
+    assert (
+        Translator.from_checkpoint(a, device="cpu", batch_tokens=64).batch_tokens == 64
+    )

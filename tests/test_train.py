@@ -93,6 +93,7 @@ def test_without_sampling_the_trainer_batches_the_cached_pieces(tmp_path):
         sort_by="target",
     )
     assert type(trainer.sampler) is TokenBucketSampler
+    assert trainer.translator.batch_tokens == trainer.cfg.decode.batch_tokens  # valid
     for epoch in (0, 1):
         trainer.sampler.set_epoch(epoch)
         reference.batch_sampler.set_epoch(epoch)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from seq2seq.config import DataConfig, DecodeConfig, Precision, Stop, TrainConfig
+from seq2seq.config import DecodeConfig, Precision, Stop, TrainConfig
 from seq2seq.config_checks import check_decode
 from seq2seq.data.batching import make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
@@ -52,7 +52,7 @@ def _load(
     return tokenizer, cfg, int(state["step"]), model
 
 
-DEFAULT_BATCH_TOKENS = DataConfig.batch_tokens
+DEFAULT_BATCH_TOKENS = DecodeConfig.batch_tokens
 
 
 class ForcedAttention(NamedTuple):
@@ -108,7 +108,7 @@ class Translator:
         """Weights, config and tokenizer from a checkpoint (several paths: an
         ``Ensemble`` of them, which must share one tokenizer); the model in eval mode
         on ``device``. Decoding settings are the (first) checkpoint's with the ones
-        given on top; the batch budget defaults to its run's ``data.batch_tokens``."""
+        given on top; the batch budget defaults to its ``decode.batch_tokens``."""
         paths = [path] if isinstance(path, str | Path) else list(path)
         if not paths:
             raise InputError("from_checkpoint needs at least one checkpoint")
@@ -137,7 +137,7 @@ class Translator:
             tokenizer,
             torch_device,
             amp_dtype=resolve_precision(precision, torch_device),
-            batch_tokens=batch_tokens or cfg.data.batch_tokens,
+            batch_tokens=batch_tokens or decode.batch_tokens,
             decode=decode,
             config=cfg,
             step=step,

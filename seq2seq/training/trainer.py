@@ -128,7 +128,7 @@ class Trainer:
             tok,
             device,
             self.amp_dtype,
-            batch_tokens=cfg.data.batch_tokens,
+            batch_tokens=cfg.decode.batch_tokens,
             decode=decode_settings(cfg.decode, beam_size=self.tcfg.valid_beam_size),
         )
         self.scaler = torch.amp.GradScaler(
