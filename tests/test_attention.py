@@ -23,9 +23,11 @@ REAL = [name for name in ATTENTIONS if name != "none"]
 HQ, HM = 6, 6  # equal so that luong_dot works
 
 
-def _make(name, hq=HQ, hm=HM, dtype=torch.float32):
+def _make(name, hq=HQ, hm=HM, dtype=torch.float32, normalizer="softmax"):
     torch.manual_seed(0)
-    return build_attention(name, hq, hm, dim=4, heads=2).to(dtype)
+    return build_attention(name, hq, hm, dim=4, heads=2, normalizer=normalizer).to(
+        dtype
+    )
 
 
 def _inputs(b=3, s=5, t=None, hq=HQ, hm=HM, dtype=torch.float32):
@@ -185,8 +187,9 @@ def test_one_step_equals_all_steps(name):
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_gradcheck_float64(name):
-    attn = _make(name, dtype=torch.float64)
+@pytest.mark.parametrize("normalizer", ["softmax", "sparsemax", "entmax15"])
+def test_gradcheck_float64(name, normalizer):
+    attn = _make(name, dtype=torch.float64, normalizer=normalizer)
     query, memory, mask = _inputs(b=2, s=4, t=2, dtype=torch.float64)
     query.requires_grad_(True)
     memory.requires_grad_(True)
