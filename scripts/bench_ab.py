@@ -16,8 +16,7 @@ Changes (``before`` → ``after``, as in the code now):
 - ``keys``: the additive attention's keys ``U h_j`` projected at every decoder step →
   once per batch (DESIGN rule 1);
 - ``sort``: batches bucketed by source length → by target length (the samplers give
-  different batches, paired by position, so this one is noisier);
-- ``fuse``: the Bahdanau step's ``W_q s`` and ``W_hh s`` as two matmuls → one.
+  different batches, paired by position, so this one is noisier).
 
     python scripts/bench_ab.py rows --precision fp32 --batch-tokens 2048 --rounds 4
 """
@@ -43,13 +42,13 @@ from omegaconf import OmegaConf
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.batching import Batch, make_loader
-from seq2seq.model import attention, decoder
+from seq2seq.model import attention
 from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
 from seq2seq.training.optim import build_optimizer
 
-CHANGES = ("rows", "keys", "sort", "fuse")
+CHANGES = ("rows", "keys", "sort")
 
 
 @contextlib.contextmanager
@@ -72,19 +71,6 @@ def keys_per_step() -> Iterator[None]:
         yield
     finally:
         cls.prepare, cls.score = prepare, score
-
-
-@contextlib.contextmanager
-def unfused() -> Iterator[None]:
-    """The Bahdanau loop as before the fusion: ``W_q s`` and ``W_hh s`` as two
-    matmuls."""
-    cls = decoder.BahdanauDecoder
-    fused = cls._fused_weights
-    cls._fused_weights = lambda self, gru: None
-    try:
-        yield
-    finally:
-        cls._fused_weights = fused
 
 
 def parse_args() -> argparse.Namespace:
@@ -113,8 +99,6 @@ def main() -> None:
     def step(batch: Batch, after: bool) -> float:
         rows = batch.tgt_rows if after or args.change != "rows" else None
         keys = keys_per_step() if args.change == "keys" and not after else None
-        if args.change == "fuse" and not after:
-            keys = unfused()
         start = time.perf_counter()
         with keys or contextlib.nullcontext(), autocast(torch.device("cpu"), amp):
             out = model(

@@ -211,7 +211,7 @@ class DecodeConfig:
     coverage_penalty: float = 0.0
     # padded source tokens per decoding batch (validation, evaluate, translate, align);
     # training batches are data.batch_tokens. Chosen by scripts/bench_decode.py.
-    batch_tokens: int = 8192
+    batch_tokens: int = 4096
 
 
 @dataclass

@@ -68,9 +68,10 @@ def test_the_step_mixes_probabilities_and_averages_attention():
     assert len(nbests) == src.size(0)
 
 
-def _checkpoint(path, texts, seed: int):
+def _checkpoint(path, texts, seed: int, train_batch_tokens: int = 4096):
     tok = Tokenizer.train(texts, texts, vocab_size=40, model_type="bpe", seed=0)
     cfg = OmegaConf.structured(TrainConfig)
+    cfg.data.batch_tokens = train_batch_tokens
     cfg.model.emb_dim, cfg.model.decoder.hidden_size = 8, 8
     cfg.model.encoder.hidden_size, cfg.model.encoder.layers = 4, 1
     torch.manual_seed(seed)
@@ -108,12 +109,9 @@ def test_translator_ensembles_checkpoints_of_one_vocabulary(tmp_path):
 def test_decoding_batch_budget_is_decode_batch_tokens_not_the_training_one(tmp_path):
     """evaluate, translate and align batch by ``decode.batch_tokens`` (old
     checkpoints: its default); ``batch_tokens=`` overrides it."""
-    a = _checkpoint(tmp_path / "a.pt", TEXTS, seed=1)
+    a = _checkpoint(tmp_path / "a.pt", TEXTS, seed=1, train_batch_tokens=512)
     translator = Translator.from_checkpoint(a, device="cpu")
-    assert translator.batch_tokens == DecodeConfig.batch_tokens
-    assert (
-        translator.batch_tokens != OmegaConf.structured(TrainConfig).data.batch_tokens
-    )
+    assert translator.batch_tokens == DecodeConfig.batch_tokens != 512
     assert (
         Translator.from_checkpoint(a, device="cpu", batch_tokens=64).batch_tokens == 64
     )

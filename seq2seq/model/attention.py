@@ -113,13 +113,7 @@ class Attention(nn.Module):
         """query ``(B, Hq)`` or ``(B, T, Hq)`` → ``AttentionOutput``."""
         one_step = query.dim() == 2
         q = query.unsqueeze(1) if one_step else query  # (B, T, Hq)
-        return self.read_scores(self.score(q, keys), keys, one_step)
-
-    def read_scores(
-        self, scores: Tensor, keys: Keys, one_step: bool
-    ) -> AttentionOutput:
-        """Scores ``(B, T, S)`` → weights (the normalizer) and the context read with
-        them; ``one_step`` drops the T axis (T = 1)."""
+        scores = self.score(q, keys)  # (B, T, S)
         weights = masked_normalize(scores, keys.mask, self.normalizer)
         context = read(weights, keys.values)  # (B, T, C)
         if one_step:
@@ -150,11 +144,7 @@ class AdditiveAttention(Attention):
         return Keys(memory, self.key_proj(memory), mask)  # keys (B, S, dim)
 
     def score(self, query: Tensor, keys: Keys) -> Tensor:
-        return self.score_projected(self.query_proj(query), keys)
-
-    def score_projected(self, q: Tensor, keys: Keys) -> Tensor:
-        """The scores from the projected query ``W s`` ``(B, T, dim)``: the decoder's
-        training loop computes ``W s`` in one matmul with the GRU's ``W_hh s``."""
+        q = self.query_proj(query)  # (B, T, dim)
         hidden = torch.tanh(q.unsqueeze(2) + keys.keys.unsqueeze(1))  # (B, T, S, dim)
         return self.v(hidden).squeeze(-1)  # (B, T, S)
 

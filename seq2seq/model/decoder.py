@@ -26,13 +26,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
-from seq2seq.model.attention import (
-    AdditiveAttention,
-    Attention,
-    AttentionOutput,
-    Keys,
-    attend_step,
-)
+from seq2seq.model.attention import Attention, AttentionOutput, Keys, attend_step
 from seq2seq.model.gru import StackedGRU
 from seq2seq.model.precision import cast_like_autocast
 
@@ -317,36 +311,6 @@ class BahdanauDecoder(Decoder):
         att = self.attention.attend(hidden[-1], keys)  # c_t (B, C)
         return gru.step(gi_emb, att.context, hidden), att
 
-    def _fused_loop_step(
-        self,
-        gru: StackedGRU,
-        gi_emb: Tensor,
-        hidden: list[Tensor],
-        keys: Keys,
-        fused: tuple[Tensor, Tensor],
-    ) -> tuple[list[Tensor], AttentionOutput]:
-        """``_loop_step`` for the additive score: ``W s_{t-1}`` (the attention's
-        query) and the top layer's ``W_hh s_{t-1} + b_hh`` in one matmul (``fused``:
-        ``_fused_weights``), since both project the same state."""
-        weight, bias = fused
-        both = torch.addmm(bias, hidden[-1], weight)  # (B, 3H + dim)
-        gh_top, q = both.split(
-            [3 * self.hidden_size, weight.size(1) - 3 * self.hidden_size], 1
-        )
-        scores = self.attention.score_projected(q.unsqueeze(1), keys)  # (B, 1, S)
-        att = self.attention.read_scores(scores, keys, one_step=True)
-        return gru.step(gi_emb, att.context, hidden, gh_top=gh_top), att
-
-    def _fused_weights(self, gru: StackedGRU) -> tuple[Tensor, Tensor] | None:
-        """``[W_hh_top | W_q]`` ``(H, 3H + dim)`` and ``[b_hh_top | 0]``, once per
-        forward pass; None unless the attention is additive (it has ``W_q``)."""
-        if not isinstance(self.attention, AdditiveAttention):
-            return None
-        w_q = cast_like_autocast(self.attention.query_proj.weight.t())
-        b_hh = gru.b_hh[-1]
-        zeros = b_hh.new_zeros(w_q.size(1))
-        return torch.cat([gru.w_hh[-1], w_q], 1), torch.cat([b_hh, zeros])
-
     def _deep_output(self, s: Tensor, context: Tensor, emb: Tensor) -> Tensor:
         """``tanh(W [s; c; e])`` for one step ``(B, ·)`` or all steps ``(B, T, ·)``."""
         return torch.tanh(self.feature(torch.cat([s, context, emb], dim=-1)))
@@ -371,12 +335,7 @@ class BahdanauDecoder(Decoder):
         gru = StackedGRU(self.rnn, emb.size(-1), self.training)
         gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H), all steps at once
         hidden = list(state.hidden.unbind(0))
-        fused = self._fused_weights(gru)
-        if fused is None:
-            recur = self._loop_body(BahdanauDecoder._loop_step)
-        else:
-            fused_step = self._loop_body(BahdanauDecoder._fused_loop_step)
-            recur = partial(fused_step, fused=fused)
+        recur = self._loop_body(BahdanauDecoder._loop_step)
         tops, contexts, outs = [], [], []
         for gi_emb in gates.unbind(0):
             hidden, att = recur(gru, gi_emb, hidden, state.keys)

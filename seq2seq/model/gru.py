@@ -72,27 +72,15 @@ class StackedGRU:
         """``W_ie e + b_i`` for any leading shape: emb ``(..., E)`` → ``(..., 3H)``."""
         return F.linear(emb, self.w_ie, self.b_i0)
 
-    def step(
-        self,
-        gi_emb: Tensor,
-        extra: Tensor | None,
-        hidden: list[Tensor],
-        gh_top: Tensor | None = None,
-    ) -> list:
+    def step(self, gi_emb: Tensor, extra: Tensor | None, hidden: list[Tensor]) -> list:
         """gi_emb ``(B, 3H)`` from ``embed_gates``, extra ``(B, X)`` or None, hidden
         ``L × (B, H)`` → the new hidden states ``L × (B, H)`` (the last is the
-        output). ``gh_top``: the top layer's ``W_hh h + b_hh``, when the caller has
-        computed it already (in one matmul with another projection of that state)."""
+        output)."""
         gi = gi_emb if self.w_ix is None else torch.addmm(gi_emb, extra, self.w_ix)
         out = []
-        top = len(hidden) - 1
         for k, h in enumerate(hidden):
             if k > 0:
                 x = F.dropout(out[-1], self.dropout, self.training)
                 gi = F.linear(x, self.w_ih[k], self.b_ih[k])
-            if k == top and gh_top is not None:
-                gh = gh_top
-            else:
-                gh = torch.addmm(self.b_hh[k], h, self.w_hh[k])
-            out.append(gru_update(gi, gh, h))
+            out.append(gru_update(gi, torch.addmm(self.b_hh[k], h, self.w_hh[k]), h))
         return out
