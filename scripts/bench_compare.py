@@ -30,7 +30,9 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
   (the bf16 row: ÷ the bf16 rate, its own hardware limit; both are printed). The last
   line is that of the last precision listed (bf16 by default), with ``precision=``
   and ``beam5_best_vs_joeynmt=`` (our beam 5 with ``decode.stop=best``, the peers'
-  stop rule) appended; the line before it is fp32's, the peers' precision.
+  stop rule), then ``greedy_vs_opennmt=``, ``beam5_vs_opennmt=`` and
+  ``beam5_best_vs_opennmt=`` (decoding sent/s against OpenNMT-py's) appended; the
+  line before it is fp32's, the peers' precision.
 
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py            # all
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --no-peers # ours only
@@ -508,9 +510,22 @@ def report(results: dict, rates: dict) -> None:
             f"{fmt(ratio(r['beam5_sent_s'], j.get('beam5_sent_s')), '.2f')} "
             f"peak_rss_mb={r['peak_rss_mb']:.0f} precision={r['precision']} "
             "beam5_best_vs_joeynmt="
-            f"{fmt(ratio(r.get('beam5_best_sent_s'), j.get('beam5_sent_s')), '.2f')}"
+            f"{fmt(ratio(r.get('beam5_best_sent_s'), j.get('beam5_sent_s')), '.2f')} "
+            + " ".join(
+                f"{ours}_vs_opennmt={fmt(decoding_ratio(r, o, ours, theirs), '.2f')}"
+                for ours, theirs in DECODING_VS_PEERS
+            )
         )
     print("\n".join(lines))
+
+
+# Our searches against the peers' (theirs stop when the best hypothesis ends).
+DECODING_VS_PEERS = (("greedy", "greedy"), ("beam5", "beam5"), ("beam5_best", "beam5"))
+
+
+def decoding_ratio(ours: dict, peer: dict, search: str, peer_search: str):
+    """Our ``search`` sent/s over the peer's ``peer_search`` (None when missing)."""
+    return ratio(ours.get(f"{search}_sent_s"), peer.get(f"{peer_search}_sent_s"))
 
 
 def main() -> None:

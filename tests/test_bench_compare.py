@@ -36,3 +36,11 @@ def test_flops_per_token_counts_the_reference_model():
     per_source = 2 * 2 * 3 * 256 * (e + 256) + 2 * c * h  # both directions + keys
     with_source = bench.flops_per_token("bahdanau", 1.0, 0.0)
     assert with_source - want == pytest.approx(per_source)
+
+
+def test_decoding_ratios_against_opennmt_pair_each_search_with_theirs():
+    ours = {"greedy_sent_s": 300.0, "beam5_sent_s": 90.0, "beam5_best_sent_s": 120.0}
+    onmt = {"greedy_sent_s": 200.0, "beam5_sent_s": 60.0}  # their one stop rule
+    pairs = bench.DECODING_VS_PEERS
+    assert [bench.decoding_ratio(ours, onmt, a, b) for a, b in pairs] == [1.5, 1.5, 2.0]
+    assert bench.decoding_ratio(ours, {}, "greedy", "greedy") is None  # peer not run
