@@ -73,6 +73,8 @@ Sampling = choice("Sampling", "none", "linear", "exponential", "inverse_sigmoid"
 Precision = choice("Precision", "auto", "fp32", "bf16", "fp16")
 NonFinite = choice("NonFinite", "skip", "stop")
 AlignFormat = choice("AlignFormat", "png", "html", "terminal", "pharaoh", "json", "npy")
+# How two directions' word links combine (alignment/symmetrize.py).
+Symmetrize = choice("Symmetrize", "intersection", "union", "grow-diag-final-and")
 
 
 class Metric(Choice):
