@@ -86,6 +86,64 @@ def test_pairs_that_do_not_regroup_into_the_gold_words_are_skipped():
     assert result.skipped == 1 and result.n_sentences == 1
 
 
+class VocabTokenizer:
+    """Whole words as pieces ``▁word``; a word outside ``words`` is ``<unk>``."""
+
+    def __init__(self, words: str) -> None:
+        self.ids = {w: k for k, w in enumerate(words.split(), start=4)}
+        self.words = {k: w for w, k in self.ids.items()}
+
+    def encode_src(self, texts):
+        return [[self.ids.get(w, 1) for w in text.split()] for text in texts]
+
+    encode_tgt = encode_src
+
+    def src_pieces(self, ids):
+        return [f"\u2581{self.words[i]}" if i in self.words else "<unk>" for i in ids]
+
+    tgt_pieces = src_pieces
+
+
+def _words_translator(words: str) -> Translator:
+    return Translator(DiagonalModel(), VocabTokenizer(words), torch.device("cpu"))
+
+
+def test_two_way_links_read_the_pair_both_ways_and_skip_for_both():
+    from seq2seq.alignment.twoway import symmetrized_scores, two_way_links
+
+    split = _split(["0-0 1-1 2-2", "0-0 1-1 1?2"])
+    split.src_text, split.tgt_text = ["a b c", "d e"], ["x y z", "u v w"]
+    words = "a b c d e x y z u v w"
+    forward, reverse = _words_translator(words), _words_translator(words)
+    links = two_way_links(forward, reverse, split)
+    # Forward: target j reads source j; "w" reads the source EOS, whose row falls back
+    # to word 0. Reverse ("u v w" -> "d e"): "d", "e" read "u", "v", transposed.
+    assert links == [
+        ({(0, 0), (1, 1), (2, 2)}, {(0, 0), (1, 1), (2, 2)}),
+        ({(0, 0), (1, 1), (0, 2)}, {(0, 0), (1, 1)}),
+    ]
+    scores = symmetrized_scores(forward, reverse, split)
+    # As in test_aer_of_a_diagonal_attention_by_hand: |A∩S| + |A∩P| = 10, |A| + |S|
+    # = 11 forward; the reverse links are all sure links. grow-diag-final-and adds
+    # 02 back (diagonal of 11, target 2 unaligned), so it equals the union here.
+    assert scores.forward == pytest.approx(1 - 10 / 11)
+    assert scores.reverse == 0 and scores.rules["intersection"] == 0
+    assert scores.rules["union"] == pytest.approx(1 - 10 / 11)
+    assert scores.rules["grow-diag-final-and"] == pytest.approx(1 - 10 / 11)
+    assert list(scores.rules) == ["intersection", "union", "grow-diag-final-and"]
+    assert scores.summary().startswith(
+        "AER both directions (argmax) on references (n=2): forward 9.1% | reverse 0.0%"
+    )
+    # The reverse model does not know "w": its pieces are not the text's words, so
+    # that pair is left out of every score, and counted.
+    blind = _words_translator("a b c d e x y z u v")
+    assert two_way_links(forward, blind, split)[1] is None
+    scores = symmetrized_scores(forward, blind, split)
+    assert (scores.n_sentences, scores.skipped) == (1, 1) and scores.forward == 0
+    assert "(n=1, 1 skipped)" in scores.summary()
+    assert symmetrized_scores(forward, reverse, _split(None)) is None
+
+
 def _record():
     # Source "le chat noir" (chat in two pieces), target "the black cat", EOS last.
     src = ["▁le", "▁ch", "at", "▁noir", "</s>"]
