@@ -417,6 +417,11 @@ def check_align(cfg: DictConfig) -> None:
         f"threshold={cfg.threshold} reads many links per word from one direction; "
         "reverse_checkpoint= combines each direction's one link per word: drop one",
     )
+    _require(
+        cfg.reverse_checkpoint is None or not cfg.attribution,
+        "attribution=true explains one model's attention; reverse_checkpoint= "
+        "writes links of two: drop one",
+    )
 
 
 CHECKS: dict[str, Callable[[DictConfig], None]] = {

@@ -333,3 +333,101 @@ def test_json_npy_html_with_attribution_and_gold(trained):
     assert page.count("<section") == 3 and "http" not in page
     assert 'class="cell sure"' in page and "attribution (gradient × input)" in page
     assert "Spearman ρ" in page and "two-row" in page
+
+
+@pytest.fixture(scope="module")
+def reverse(trained) -> Path:
+    """A tiny fr→en model on the same phrasebook as ``trained``'s en→fr one."""
+    tmp, _ = trained
+    run_dir = tmp / "run_fr_en"
+    run_script(
+        tmp,
+        "seq2seq-train",
+        *TINY,
+        f"data.cache_dir={tmp / 'cache'}",
+        "data.src_lang=fr",
+        "data.tgt_lang=en",
+        "trainer.max_steps=20",
+        "trainer.alignment_samples=0",
+        "evaluate_test=false",
+        f"hydra.run.dir={run_dir}",
+    )
+    return run_dir / "checkpoints" / "best.pt"
+
+
+@slow
+def test_evaluate_reports_aer_of_both_directions_and_refuses_a_same_way_pair(
+    trained, reverse
+):
+    tmp, ckpt = trained
+    common = [f"checkpoint={ckpt}", "split=test", "alignment=true"]
+    proc = run_script(
+        tmp,
+        "seq2seq-evaluate",
+        *common,
+        f"reverse_checkpoint={reverse}",
+        f"hydra.run.dir={tmp / 'eval2'}",
+    )
+    assert re.search(r"AER [\d.]+% \(argmax\)", proc.stdout)  # today's line stays
+    rules = r"intersection [\d.]+% \| union [\d.]+% \| grow-diag-final-and [\d.]+%"
+    both = r"\(n=40\): en->fr [\d.]+% \| fr->en [\d.]+% \| " + rules
+    assert re.search(both, proc.stdout), proc.stdout
+    proc = run_script(
+        tmp,
+        "seq2seq-evaluate",
+        *common,
+        f"reverse_checkpoint={ckpt}",
+        f"hydra.run.dir={tmp / 'eval3'}",
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"reverse_checkpoint={ckpt} (phrasebook en→fr (train 400" in proc.stderr
+    assert f"is not checkpoint={ckpt} (phrasebook en→fr" in proc.stderr
+
+
+@slow
+def test_align_writes_symmetrized_word_links(trained, reverse):
+    from seq2seq.alignment.symmetrize import grow_diag_final_and
+    from seq2seq.alignment.twoway import two_way_links
+    from seq2seq.data.splits import encode_corpus_split
+
+    tmp, ckpt = trained
+    out = tmp / "sym"
+    common = [f"checkpoint={ckpt}", f"reverse_checkpoint={reverse}", "split=test"]
+    common += ["references=true", "format=pharaoh", "words=true"]
+    for rule in ("intersection", "grow-diag-final-and"):
+        run_script(
+            tmp,
+            "seq2seq-align",
+            *common,
+            f"symmetrize={rule}",
+            f"output={out / rule}.txt",
+            f"hydra.run.dir={out}",
+        )
+    # A text without a reference: the forward model's hypothesis is read both ways.
+    run_script(
+        tmp,
+        "seq2seq-align",
+        *common[:2],
+        "text=the small blue chairs .",
+        "format=pharaoh",
+        "words=true",
+        f"output={out / 'text.txt'}",
+        f"hydra.run.dir={out}",
+    )
+    assert len((out / "text.txt").read_text().splitlines()) == 1
+    inter = (out / "intersection.txt").read_text().splitlines()
+    grown = (out / "grow-diag-final-and.txt").read_text().splitlines()
+    assert len(inter) == len(grown) == 40
+    forward = Translator.from_checkpoint(ckpt, device="cpu")
+    backward = Translator.from_checkpoint(reverse, device="cpu")
+    split = encode_corpus_split(forward.config.data, forward.tokenizer, "test")
+    links = two_way_links(forward, backward, split)
+    for k, (line_i, line_g) in enumerate(zip(inter, grown, strict=True)):
+        got_i = {tuple(map(int, x.split("-"))) for x in line_i.split()}
+        got_g = {tuple(map(int, x.split("-"))) for x in line_g.split()}
+        assert got_i <= got_g
+        if links[k] is not None:  # the command wrote what the library computes
+            assert got_g == grow_diag_final_and(*links[k])
+            assert max(i for i, _ in got_g) < len(split.src_text[k].split())
+            assert max(j for _, j in got_g) < len(split.tgt_text[k].split())

@@ -131,6 +131,8 @@ def test_a_reverse_checkpoint_goes_with_aer_and_with_pharaoh_word_links(ckpt):
     word_links = ("split=test", "format=pharaoh", "words=true")
     with pytest.raises(ConfigValueError, match=r"threshold=0\.2 reads many links"):
         _checked("align", ckpt, reverse, *word_links, "threshold=0.2")
+    with pytest.raises(ConfigValueError, match="attribution=true explains one"):
+        _checked("align", ckpt, reverse, *word_links, "attribution=true")
     _checked("align", ckpt, reverse, *word_links, "symmetrize=union")
 
 
