@@ -269,10 +269,15 @@ def _check_decoding_overrides(cfg: DictConfig) -> None:
 
 
 def _check_reverse_file(cfg: DictConfig) -> None:
-    if cfg.reverse_checkpoint is not None:
+    """``reverse_checkpoint``, when set: a path or a list (an ensemble) of files."""
+    if cfg.reverse_checkpoint is None:
+        return
+    paths = checkpoint_paths(cfg.reverse_checkpoint)
+    _require(bool(paths), "reverse_checkpoint=[]: give at least one checkpoint")
+    for path in paths:
         _require_file(
             "reverse_checkpoint",
-            cfg.reverse_checkpoint,
+            path,
             "give a best.pt of a model trained the other way on the same corpus",
         )
 

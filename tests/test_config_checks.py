@@ -124,6 +124,11 @@ def test_a_reverse_checkpoint_goes_with_aer_and_with_pharaoh_word_links(ckpt):
     with pytest.raises(ConfigValueError, match="for AER: add alignment=true"):
         _checked("evaluate", ckpt, reverse)
     _checked("evaluate", ckpt, reverse, "alignment=true")
+    _checked("evaluate", ckpt, f"reverse_checkpoint=[{path},{path}]", "alignment=true")
+    with pytest.raises(ConfigValueError, match=r"reverse_checkpoint=no\.pt: no such"):
+        _checked(
+            "evaluate", ckpt, f"reverse_checkpoint=[{path},no.pt]", "alignment=true"
+        )
     with pytest.raises(ConfigValueError, match="give format=pharaoh words=true"):
         _checked("align", ckpt, reverse, "split=test", "format=json")
     with pytest.raises(ConfigValueError, match=r"\(format=pharaoh, words=false\)"):
