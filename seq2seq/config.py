@@ -76,6 +76,8 @@ Sampling = choice("Sampling", "none", "linear", "exponential", "inverse_sigmoid"
 Precision = choice("Precision", "auto", "fp32", "bf16", "fp16")
 NonFinite = choice("NonFinite", "skip", "stop")
 AlignFormat = choice("AlignFormat", "png", "html", "terminal", "pharaoh", "json", "npy")
+# How two directions' word links combine (alignment/symmetrize.py).
+Symmetrize = choice("Symmetrize", "intersection", "union", "grow-diag-final-and")
 
 
 class Metric(Choice):
@@ -318,6 +320,10 @@ class EvaluateConfig:
     # normalized, Moses-tokenized text; decoding/scores.py)
     paper_bleu: bool = False
     alignment: bool = False  # report AER when the corpus has gold alignments
+    # alignment: a model trained the other way (tgt->src) on the same corpus (or a
+    # list: an ensemble); AER also of both directions combined (intersection, union,
+    # grow-diag-final-and)
+    reverse_checkpoint: Any = None
     device: str = "auto"
     precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
     # the checkpoint's corpus settings with these on top (another corpus or folder)
@@ -354,6 +360,10 @@ class AlignConfig:
     words: bool = False  # pharaoh: links over whitespace words, no end-of-sentence
     shifted: bool = False  # words: read the step where the word is the decoder input
     threshold: float | None = None  # pharaoh: all links with weight >= threshold
+    # pharaoh words: a model trained the other way (tgt->src) on the same corpus (or
+    # a list: an ensemble); write both directions' links combined by `symmetrize`
+    reverse_checkpoint: Any = None
+    symmetrize: Symmetrize = Symmetrize["grow-diag-final-and"]
     attribution: bool = False  # add gradient × input and its Spearman correlation
     output: str | None = None  # file or folder; default under the run directory
     beam_size: int | None = None

@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from seq2seq.config import AttentionType, Corpus, Normalizer, PieceModel
+from seq2seq.config import AlignFormat, AttentionType, Corpus, Normalizer, PieceModel
 from seq2seq.errors import ConfigValueError
 
 # (predicate, what the value must be); None values (unset optionals) always pass.
@@ -274,6 +274,64 @@ def _check_decoding_overrides(cfg: DictConfig) -> None:
     check_values(cfg, "", rules)
 
 
+def _check_reverse_file(cfg: DictConfig) -> None:
+    """``reverse_checkpoint``, when set: a path or a list (an ensemble) of files."""
+    if cfg.reverse_checkpoint is None:
+        return
+    paths = checkpoint_paths(cfg.reverse_checkpoint)
+    _require(bool(paths), "reverse_checkpoint=[]: give at least one checkpoint")
+    for path in paths:
+        _require_file(
+            "reverse_checkpoint",
+            path,
+            "give a best.pt of a model trained the other way on the same corpus",
+        )
+
+
+def corpus_summary(data: Any) -> str:
+    """A training corpus in a few words: ``phrasebook en→fr (train 20000, validation
+    500, test 500, seed 1234)``, ``multi30k de→en (hub bentrevett/multi30k)``."""
+    name = Corpus(data.name)
+    where = ""
+    if name == Corpus.phrasebook:
+        pb = data.phrasebook
+        where = (
+            f"train {pb.train_size}, validation {pb.validation_size}, "
+            f"test {pb.test_size}, seed {pb.seed}"
+        )
+    elif data.hub_id is not None or data.local_dir is not None:
+        where = f"hub {data.hub_id}" if data.hub_id is not None else data.local_dir
+    text = f"{name} {data.src_lang}→{data.tgt_lang}"
+    return f"{text} ({where})" if where else text
+
+
+def _corpus_key(data: Any) -> tuple:
+    """What makes two training corpora the same pairs, whichever way they are read."""
+    name = Corpus(data.name)
+    phrasebook = None
+    if name == Corpus.phrasebook:
+        phrasebook = (*(_get(data, key) for key in SIZES), data.phrasebook.seed)
+    return name, data.hub_id, data.local_dir, phrasebook
+
+
+def check_reverse(
+    forward: Any, reverse: Any, forward_name: Any, reverse_name: Any
+) -> None:
+    """The checkpoint a symmetrized alignment reads the other way (``reverse``, its
+    training ``data``) was trained on ``forward``'s corpus with the languages
+    swapped: otherwise its links would not be over the same words, or it may have
+    trained on the pairs being aligned."""
+    pair = (reverse.tgt_lang, reverse.src_lang)
+    swapped = pair == (forward.src_lang, forward.tgt_lang)
+    _require(
+        swapped and _corpus_key(reverse) == _corpus_key(forward),
+        f"reverse_checkpoint={reverse_name} ({corpus_summary(reverse)}) is not "
+        f"checkpoint={forward_name} ({corpus_summary(forward)}) read the other way: "
+        "give a model trained on the same corpus with data.src_lang and "
+        "data.tgt_lang swapped",
+    )
+
+
 def checkpoint_paths(value: Any) -> list[str]:
     """``checkpoint=PATH`` or ``checkpoint=[A,B]`` (an ensemble) as a list of paths."""
     if isinstance(value, str | Path):
@@ -312,6 +370,12 @@ def check_evaluate(cfg: DictConfig) -> None:
     _check_decoding_overrides(cfg)
     check_values(cfg.data, "data.", dict.fromkeys(SIZES, AT_LEAST_1))
     _folder(cfg.data.local_dir, "data.local_dir")
+    _check_reverse_file(cfg)
+    _require(
+        cfg.reverse_checkpoint is None or cfg.alignment,
+        "reverse_checkpoint= combines the two directions' word alignments for AER: "
+        "add alignment=true",
+    )
 
 
 def check_translate(cfg: DictConfig) -> None:
@@ -352,6 +416,23 @@ def check_align(cfg: DictConfig) -> None:
     )
     negative = [i for i in cfg.index or [] if i < 0]
     _require(not negative, f"index={list(cfg.index or [])}: indices count from 0")
+    _check_reverse_file(cfg)
+    _require(
+        cfg.reverse_checkpoint is None
+        or (AlignFormat(cfg.format) == AlignFormat.pharaoh and cfg.words),
+        f"reverse_checkpoint= writes symmetrized word links (format={cfg.format}, "
+        f"words={str(cfg.words).lower()}): give format=pharaoh words=true",
+    )
+    _require(
+        cfg.reverse_checkpoint is None or cfg.threshold is None,
+        f"threshold={cfg.threshold} reads many links per word from one direction; "
+        "reverse_checkpoint= combines each direction's one link per word: drop one",
+    )
+    _require(
+        cfg.reverse_checkpoint is None or not cfg.attribution,
+        "attribution=true explains one model's attention; reverse_checkpoint= "
+        "writes links of two: drop one",
+    )
 
 
 CHECKS: dict[str, Callable[[DictConfig], None]] = {

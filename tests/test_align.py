@@ -86,6 +86,64 @@ def test_pairs_that_do_not_regroup_into_the_gold_words_are_skipped():
     assert result.skipped == 1 and result.n_sentences == 1
 
 
+class VocabTokenizer:
+    """Whole words as pieces ``▁word``; a word outside ``words`` is ``<unk>``."""
+
+    def __init__(self, words: str) -> None:
+        self.ids = {w: k for k, w in enumerate(words.split(), start=4)}
+        self.words = {k: w for w, k in self.ids.items()}
+
+    def encode_src(self, texts):
+        return [[self.ids.get(w, 1) for w in text.split()] for text in texts]
+
+    encode_tgt = encode_src
+
+    def src_pieces(self, ids):
+        return [f"\u2581{self.words[i]}" if i in self.words else "<unk>" for i in ids]
+
+    tgt_pieces = src_pieces
+
+
+def _words_translator(words: str) -> Translator:
+    return Translator(DiagonalModel(), VocabTokenizer(words), torch.device("cpu"))
+
+
+def test_two_way_links_read_the_pair_both_ways_and_skip_for_both():
+    from seq2seq.alignment.twoway import symmetrized_scores, two_way_links
+
+    split = _split(["0-0 1-1 2-2", "0-0 1-1 1?2"])
+    split.src_text, split.tgt_text = ["a b c", "d e"], ["x y z", "u v w"]
+    words = "a b c d e x y z u v w"
+    forward, reverse = _words_translator(words), _words_translator(words)
+    links = two_way_links(forward, reverse, split)
+    # Forward: target j reads source j; "w" reads the source EOS, whose row falls back
+    # to word 0. Reverse ("u v w" -> "d e"): "d", "e" read "u", "v", transposed.
+    assert links == [
+        ({(0, 0), (1, 1), (2, 2)}, {(0, 0), (1, 1), (2, 2)}),
+        ({(0, 0), (1, 1), (0, 2)}, {(0, 0), (1, 1)}),
+    ]
+    scores = symmetrized_scores(forward, reverse, split)
+    # As in test_aer_of_a_diagonal_attention_by_hand: |A∩S| + |A∩P| = 10, |A| + |S|
+    # = 11 forward; the reverse links are all sure links. grow-diag-final-and adds
+    # 02 back (diagonal of 11, target 2 unaligned), so it equals the union here.
+    assert scores.forward == pytest.approx(1 - 10 / 11)
+    assert scores.reverse == 0 and scores.rules["intersection"] == 0
+    assert scores.rules["union"] == pytest.approx(1 - 10 / 11)
+    assert scores.rules["grow-diag-final-and"] == pytest.approx(1 - 10 / 11)
+    assert list(scores.rules) == ["intersection", "union", "grow-diag-final-and"]
+    assert scores.summary().startswith(
+        "AER both directions (argmax) on references (n=2): forward 9.1% | reverse 0.0%"
+    )
+    # The reverse model does not know "w": its pieces are not the text's words, so
+    # that pair is left out of every score, and counted.
+    blind = _words_translator("a b c d e x y z u v")
+    assert two_way_links(forward, blind, split)[1] is None
+    scores = symmetrized_scores(forward, blind, split)
+    assert (scores.n_sentences, scores.skipped) == (1, 1) and scores.forward == 0
+    assert "(n=1, 1 skipped)" in scores.summary()
+    assert symmetrized_scores(forward, reverse, _split(None)) is None
+
+
 def _record():
     # Source "le chat noir" (chat in two pieces), target "the black cat", EOS last.
     src = ["▁le", "▁ch", "at", "▁noir", "</s>"]
@@ -275,3 +333,101 @@ def test_json_npy_html_with_attribution_and_gold(trained):
     assert page.count("<section") == 3 and "http" not in page
     assert 'class="cell sure"' in page and "attribution (gradient × input)" in page
     assert "Spearman ρ" in page and "two-row" in page
+
+
+@pytest.fixture(scope="module")
+def reverse(trained) -> Path:
+    """A tiny fr→en model on the same phrasebook as ``trained``'s en→fr one."""
+    tmp, _ = trained
+    run_dir = tmp / "run_fr_en"
+    run_script(
+        tmp,
+        "seq2seq-train",
+        *TINY,
+        f"data.cache_dir={tmp / 'cache'}",
+        "data.src_lang=fr",
+        "data.tgt_lang=en",
+        "trainer.max_steps=20",
+        "trainer.alignment_samples=0",
+        "evaluate_test=false",
+        f"hydra.run.dir={run_dir}",
+    )
+    return run_dir / "checkpoints" / "best.pt"
+
+
+@slow
+def test_evaluate_reports_aer_of_both_directions_and_refuses_a_same_way_pair(
+    trained, reverse
+):
+    tmp, ckpt = trained
+    common = [f"checkpoint={ckpt}", "split=test", "alignment=true"]
+    proc = run_script(
+        tmp,
+        "seq2seq-evaluate",
+        *common,
+        f"reverse_checkpoint={reverse}",
+        f"hydra.run.dir={tmp / 'eval2'}",
+    )
+    assert re.search(r"AER [\d.]+% \(argmax\)", proc.stdout)  # today's line stays
+    rules = r"intersection [\d.]+% \| union [\d.]+% \| grow-diag-final-and [\d.]+%"
+    both = r"\(n=40\): en->fr [\d.]+% \| fr->en [\d.]+% \| " + rules
+    assert re.search(both, proc.stdout), proc.stdout
+    proc = run_script(
+        tmp,
+        "seq2seq-evaluate",
+        *common,
+        f"reverse_checkpoint={ckpt}",
+        f"hydra.run.dir={tmp / 'eval3'}",
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"reverse_checkpoint={ckpt} (phrasebook en→fr (train 400" in proc.stderr
+    assert f"is not checkpoint={ckpt} (phrasebook en→fr" in proc.stderr
+
+
+@slow
+def test_align_writes_symmetrized_word_links(trained, reverse):
+    from seq2seq.alignment.symmetrize import grow_diag_final_and
+    from seq2seq.alignment.twoway import two_way_links
+    from seq2seq.data.splits import encode_corpus_split
+
+    tmp, ckpt = trained
+    out = tmp / "sym"
+    common = [f"checkpoint={ckpt}", f"reverse_checkpoint={reverse}", "split=test"]
+    common += ["references=true", "format=pharaoh", "words=true"]
+    for rule in ("intersection", "grow-diag-final-and"):
+        run_script(
+            tmp,
+            "seq2seq-align",
+            *common,
+            f"symmetrize={rule}",
+            f"output={out / rule}.txt",
+            f"hydra.run.dir={out}",
+        )
+    # A text without a reference: the forward model's hypothesis is read both ways.
+    run_script(
+        tmp,
+        "seq2seq-align",
+        *common[:2],
+        "text=the small blue chairs .",
+        "format=pharaoh",
+        "words=true",
+        f"output={out / 'text.txt'}",
+        f"hydra.run.dir={out}",
+    )
+    assert len((out / "text.txt").read_text().splitlines()) == 1
+    inter = (out / "intersection.txt").read_text().splitlines()
+    grown = (out / "grow-diag-final-and.txt").read_text().splitlines()
+    assert len(inter) == len(grown) == 40
+    forward = Translator.from_checkpoint(ckpt, device="cpu")
+    backward = Translator.from_checkpoint(reverse, device="cpu")
+    split = encode_corpus_split(forward.config.data, forward.tokenizer, "test")
+    links = two_way_links(forward, backward, split)
+    for k, (line_i, line_g) in enumerate(zip(inter, grown, strict=True)):
+        got_i = {tuple(map(int, x.split("-"))) for x in line_i.split()}
+        got_g = {tuple(map(int, x.split("-"))) for x in line_g.split()}
+        assert got_i <= got_g
+        if links[k] is not None:  # the command wrote what the library computes
+            assert got_g == grow_diag_final_and(*links[k])
+            assert max(i for i, _ in got_g) < len(split.src_text[k].split())
+            assert max(j for _, j in got_g) < len(split.tgt_text[k].split())

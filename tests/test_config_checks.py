@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
-from seq2seq.config import CONFIG_DIR, ModelConfig, register_configs
-from seq2seq.config_checks import check_config
+from seq2seq.config import CONFIG_DIR, DataConfig, ModelConfig, register_configs
+from seq2seq.config_checks import check_config, check_reverse
 from seq2seq.decoding.translator import decode_settings
 from seq2seq.errors import ConfigValueError, UserError
 from seq2seq.model.seq2seq import build_model
@@ -105,6 +106,8 @@ def ckpt(tmp_path):
         ("align", ["split=test", "index=[-1]"], "indices count from 0"),
         ("align", ["text=a", "threshold=2"], "threshold=2.0: must be in [0, 1]"),
         ("align", ["text=a", "reference=' '"], "reference=' ' is empty"),
+        ("evaluate", ["reverse_checkpoint=no.pt"], "reverse_checkpoint=no.pt: no such"),
+        ("align", ["text=a", "reverse_checkpoint=no.pt"], "trained the other way"),
     ],
 )
 def test_decoding_commands_refuse(command, overrides, message, ckpt):
@@ -120,6 +123,54 @@ def test_an_ensemble_needs_members_that_exist(ckpt):
     _checked("evaluate", f"checkpoint=[{one},{one}]")
     with pytest.raises(ConfigValueError, match=r"checkpoint=nope\.pt: no such file"):
         _checked("translate", f"checkpoint=[{one},nope.pt]")
+
+
+def test_a_reverse_checkpoint_goes_with_aer_and_with_pharaoh_word_links(ckpt):
+    path = ckpt.split("=", 1)[1]
+    reverse = f"reverse_checkpoint={path}"
+    with pytest.raises(ConfigValueError, match="for AER: add alignment=true"):
+        _checked("evaluate", ckpt, reverse)
+    _checked("evaluate", ckpt, reverse, "alignment=true")
+    _checked("evaluate", ckpt, f"reverse_checkpoint=[{path},{path}]", "alignment=true")
+    with pytest.raises(ConfigValueError, match=r"reverse_checkpoint=no\.pt: no such"):
+        _checked(
+            "evaluate", ckpt, f"reverse_checkpoint=[{path},no.pt]", "alignment=true"
+        )
+    with pytest.raises(ConfigValueError, match="give format=pharaoh words=true"):
+        _checked("align", ckpt, reverse, "split=test", "format=json")
+    with pytest.raises(ConfigValueError, match=r"\(format=pharaoh, words=false\)"):
+        _checked("align", ckpt, reverse, "split=test", "format=pharaoh")
+    word_links = ("split=test", "format=pharaoh", "words=true")
+    with pytest.raises(ConfigValueError, match=r"threshold=0\.2 reads many links"):
+        _checked("align", ckpt, reverse, *word_links, "threshold=0.2")
+    with pytest.raises(ConfigValueError, match="attribution=true explains one"):
+        _checked("align", ckpt, reverse, *word_links, "attribution=true")
+    _checked("align", ckpt, reverse, *word_links, "symmetrize=union")
+
+
+def _data(**overrides):
+    data = OmegaConf.structured(DataConfig)
+    for key, value in overrides.items():
+        OmegaConf.update(data, key, value)
+    return data
+
+
+def test_a_reverse_checkpoint_reads_the_same_corpus_the_other_way():
+    en_fr, fr_en = _data(), _data(src_lang="fr", tgt_lang="en")
+    check_reverse(en_fr, fr_en, "a.pt", "b.pt")
+    check_reverse(fr_en, en_fr, "b.pt", "a.pt")
+    with pytest.raises(ConfigValueError) as info:
+        check_reverse(en_fr, en_fr, "a.pt", "c.pt")
+    assert str(info.value).startswith(
+        "reverse_checkpoint=c.pt (phrasebook en→fr (train 20000, validation 500, test "
+        "500, seed 1234)) is not checkpoint=a.pt (phrasebook en→fr"
+    )
+    other = _data(src_lang="fr", tgt_lang="en", **{"phrasebook.seed": 7})
+    with pytest.raises(ConfigValueError, match=r"fr→en \(train 20000.*seed 7\)"):
+        check_reverse(en_fr, other, "a.pt", "d.pt")
+    hub = _data(name="multi30k", hub_id="bentrevett/multi30k")
+    with pytest.raises(ConfigValueError, match=r"multi30k en→fr \(hub bentrevett"):
+        check_reverse(fr_en, hub, "b.pt", "e.pt")
 
 
 def test_unknown_key_added_with_plus_names_the_nearest_setting():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from seq2seq.alignment.links import Link, aer, parse_pharaoh
 from seq2seq.alignment.words import regroup, word_alignment_from_attention
@@ -38,6 +39,38 @@ class AlignmentScores:
         return line + (f", {self.skipped} skipped)" if self.skipped else ")")
 
 
+class Readouts(NamedTuple):
+    """One pair's hard word links, read at the predicting step and one step later."""
+
+    argmax: set[Link]
+    shifted: set[Link]
+
+
+def word_readouts(translator: Translator, split: EncodedSplit) -> list[Readouts | None]:
+    """Per pair of ``split``, both readouts of the attention forced through its
+    targets; None for a pair whose pieces do not regroup into as many words as its
+    texts' whitespace tokens (an ``<unk>`` inside a word, say)."""
+    matrices = [att.weights for att in translator.forced_attention(split)]
+    tokenizer = translator.tokenizer
+    out: list[Readouts | None] = []
+    for k, w in enumerate(matrices):
+        src = tokenizer.src_pieces(list(split.src_ids[k]))
+        tgt = tokenizer.tgt_pieces(list(split.tgt_ids[k]))
+        if (
+            regroup(src, split.src_text[k]) is None
+            or regroup(tgt, split.tgt_text[k]) is None
+        ):
+            out.append(None)
+            continue
+        out.append(
+            Readouts(
+                word_alignment_from_attention(w, src, tgt),
+                word_alignment_from_attention(w, src, tgt, shifted=True),
+            )
+        )
+    return out
+
+
 def alignment_scores(
     translator: Translator, split: EncodedSplit
 ) -> AlignmentScores | None:
@@ -48,27 +81,20 @@ def alignment_scores(
     """
     if split.alignment is None:
         return None
-    matrices = [att.weights for att in translator.forced_attention(split)]
-    tokenizer = translator.tokenizer
     predicted: list[set[Link]] = []
     shifted: list[set[Link]] = []
     sure: list[set[Link]] = []
     possible: list[set[Link]] = []
-    skipped = 0
-    for k, w in enumerate(matrices):
-        src = tokenizer.src_pieces(list(split.src_ids[k]))
-        tgt = tokenizer.tgt_pieces(list(split.tgt_ids[k]))
-        if (
-            regroup(src, split.src_text[k]) is None
-            or regroup(tgt, split.tgt_text[k]) is None
-        ):
-            skipped += 1
+    readouts = word_readouts(translator, split)
+    for k, links in enumerate(readouts):
+        if links is None:
             continue
-        predicted.append(word_alignment_from_attention(w, src, tgt))
-        shifted.append(word_alignment_from_attention(w, src, tgt, shifted=True))
+        predicted.append(links.argmax)
+        shifted.append(links.shifted)
         s, p = parse_pharaoh(split.alignment[k])
         sure.append(s)
         possible.append(p)
+    skipped = len(readouts) - len(predicted)
     if skipped:
         log.warning(
             "AER: skipped %d pairs whose pieces are not the gold's words", skipped

@@ -4,16 +4,24 @@ The sentences are decoded (or forced through their references), force-decoded in
 batched pass for their attention maps, then rendered (PNG, HTML, terminal) or
 exported (Pharaoh, JSON, npy). Attention weights describe how the model mixed the
 source states; they are not a causal explanation of its output.
+
+With ``reverse_checkpoint=B.pt`` (a model trained the other way on the same corpus)
+and ``format=pharaoh words=true`` it writes the two directions' word links combined
+by ``symmetrize`` (``alignment/symmetrize.py``); other formats show one model's
+attention, so config_checks refuses them with a reverse checkpoint.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from omegaconf import DictConfig
 
-from seq2seq.cli.app import command, load_translator, run_dir
+from seq2seq.cli.app import command, load_reverse, load_translator, run_dir
 from seq2seq.errors import InputError
+
+log = logging.getLogger(__name__)
 
 
 def _sentences(cfg: DictConfig, translator):
@@ -37,18 +45,29 @@ def _sentences(cfg: DictConfig, translator):
     return full.select(indices), [f"{cfg.split} {i}" for i in indices]
 
 
-def collect(cfg: DictConfig, translator) -> list:
-    """The sentences the user asked for, decoded or forced to their references, as
-    attention maps. Gold links are attached only when the references are forced:
-    their indices count the reference's words, not a hypothesis's."""
-    from seq2seq.alignment.attribution import model_attribution, spearman
-    from seq2seq.alignment.extract import attention_maps, forced_split
+def pairs(cfg: DictConfig, translator):
+    """The pairs the user asked for, with their titles and whether their targets are
+    the references (forced); otherwise the targets are the model's hypotheses (their
+    pieces and detokenized text)."""
+    from seq2seq.alignment.extract import forced_split
 
     split, titles = _sentences(cfg, translator)
     forced = cfg.reference is not None or (cfg.split is not None and cfg.references)
     if not forced:
         hyps = translator.hypotheses(split)
         split = forced_split(split, [h.tokens for h in hyps])
+        split.tgt_text = translator.detokenize(hyps)
+    return split, titles, forced
+
+
+def collect(cfg: DictConfig, translator) -> list:
+    """The sentences the user asked for, decoded or forced to their references, as
+    attention maps. Gold links are attached only when the references are forced:
+    their indices count the reference's words, not a hypothesis's."""
+    from seq2seq.alignment.attribution import model_attribution, spearman
+    from seq2seq.alignment.extract import attention_maps
+
+    split, titles, forced = pairs(cfg, translator)
     maps = attention_maps(
         translator, split, titles, with_gold=forced and cfg.text is None
     )
@@ -57,6 +76,34 @@ def collect(cfg: DictConfig, translator) -> list:
             att.attribution = model_attribution(translator, src, tgt).cpu().numpy()
             att.spearman = spearman(att.weights, att.attribution)
     return maps
+
+
+def symmetrized_lines(cfg: DictConfig, forward, reverse) -> list[str]:
+    """One Pharaoh line of word links per pair: each direction's links (argmax, or
+    ``shifted``) combined by ``cfg.symmetrize``. A pair that either model's pieces do
+    not regroup into its words gets an empty line, with a warning."""
+    from seq2seq.alignment.symmetrize import symmetrize
+    from seq2seq.alignment.twoway import two_way_links
+
+    split, titles, _ = pairs(cfg, forward)
+    lines, skipped = [], []
+    for title, links in zip(
+        titles, two_way_links(forward, reverse, split, cfg.shifted), strict=True
+    ):
+        if links is None:
+            skipped.append(title)
+            lines.append("")
+        else:
+            combined = sorted(symmetrize(*links, cfg.symmetrize))
+            lines.append(" ".join(f"{i}-{j}" for i, j in combined))
+    if skipped:
+        log.warning(
+            "%d pair(s) left empty: one model's pieces are not the text's words "
+            "(an <unk> inside a word?): %s",
+            len(skipped),
+            ", ".join(skipped),
+        )
+    return lines
 
 
 def emit(cfg: DictConfig, out_dir: Path, name: str, text: str) -> Path:
@@ -78,6 +125,10 @@ def run_align(cfg: DictConfig, out_dir: Path) -> Path | None:
     from seq2seq.config import AlignFormat
 
     translator = load_translator(cfg)
+    reverse = load_reverse(cfg, translator)
+    if reverse is not None:  # config_checks: format=pharaoh words=true
+        lines = symmetrized_lines(cfg, translator, reverse)
+        return emit(cfg, out_dir, "alignments.txt", "".join(x + "\n" for x in lines))
     items = collect(cfg, translator)
     print(CAVEAT)
     for att in items:

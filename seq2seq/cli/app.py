@@ -37,7 +37,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from seq2seq.config import CONFIG_DIR, register_configs
-from seq2seq.config_checks import check_config, did_you_mean
+from seq2seq.config_checks import check_config, check_reverse, did_you_mean
 from seq2seq.errors import UserError
 
 if TYPE_CHECKING:
@@ -191,3 +191,26 @@ def load_translator(cfg: DictConfig) -> Translator:
         stop=cfg.get("stop"),
         coverage_penalty=cfg.get("coverage_penalty"),
     )
+
+
+def load_reverse(cfg: DictConfig, forward: Translator) -> Translator | None:
+    """``cfg.reverse_checkpoint``'s ``Translator`` (the same device, precision and
+    batch budget as the forward one), checked to be the same corpus the other way
+    (``config_checks.check_reverse``); None when the command was given none."""
+    from seq2seq.decoding.translator import Translator
+
+    if cfg.reverse_checkpoint is None:
+        return None
+    reverse = Translator.from_checkpoint(
+        cfg.reverse_checkpoint,
+        device=cfg.device,
+        precision=cfg.precision,
+        batch_tokens=cfg.batch_tokens,
+    )
+    check_reverse(
+        forward.config.data,
+        reverse.config.data,
+        cfg.checkpoint,
+        cfg.reverse_checkpoint,
+    )
+    return reverse

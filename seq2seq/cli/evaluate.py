@@ -1,5 +1,9 @@
 """``seq2seq-evaluate``: translate a split, print BLEU/chrF (and AER), write hypotheses.
 
+``alignment=true reverse_checkpoint=B.pt`` (a model trained the other way on the same
+corpus) adds the AER of each direction and of their symmetrizations
+(``alignment/twoway.py``).
+
 ``data.*`` overrides (``data.local_dir=DIR``, ``data.name=local``: the set fields of
 ``DataOverrides``, merged onto the checkpoint's corpus settings) evaluate the same
 model on another corpus or folder; the checkpoint's tokenizer is reused.
@@ -12,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from seq2seq.cli.app import command, load_translator, run_dir
+from seq2seq.cli.app import command, load_reverse, load_translator, run_dir
 from seq2seq.config_checks import check_data
 
 
@@ -39,10 +43,12 @@ def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):
     """Translate ``cfg.split`` with ``cfg.checkpoint``, print and return the scores."""
     from seq2seq.alignment.error import alignment_scores
     from seq2seq.alignment.maps import zero_share
+    from seq2seq.alignment.twoway import symmetrized_scores
     from seq2seq.data.splits import encode_corpus_split, write_lines
     from seq2seq.decoding.scores import score
 
     translator = load_translator(cfg)
+    reverse = load_reverse(cfg, translator)
     data_cfg = corpus_settings(translator.config.data, cfg.data)
     split = encode_corpus_split(data_cfg, translator.tokenizer, cfg.split)
     texts = translator.detokenize(translator.hypotheses(split))
@@ -61,6 +67,8 @@ def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):
             print("AER: this corpus has no gold alignments (no `alignment` column)")
         else:
             print(aligned.summary())
+        if aligned is not None and reverse is not None:
+            print(symmetrized_scores(translator, reverse, split).summary())
         forced = translator.forced_attention(split)
         zeros = zero_share([f.weights for f in forced])
         normalizer = translator.config.model.attention.normalizer

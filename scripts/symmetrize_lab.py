@@ -1,0 +1,162 @@
+"""Which two-way readout of attention aligns best? Chosen on validation, scored on test.
+
+For each pair of checkpoints (a source→target model and one trained the other way on
+the same corpus), and for the mean of all pairs' attention (each direction's models
+averaged, as an ensemble would), this reads word links from both directions' word-level
+attention (the step that predicts each word, pieces regrouped as in
+``seq2seq-evaluate alignment=true``) in several ways:
+
+- ``argmax``: each direction's argmax links, combined by intersection, union or
+  grow-diag-final-and (what ``seq2seq-evaluate ... reverse_checkpoint=`` reports);
+- ``geo α`` / ``mean α``: the two directions' matrices combined first, by their
+  geometric or arithmetic mean (``M = √(A ∘ Bᵀ)``, ``(A + Bᵀ) / 2``); each target word
+  then links to every source word within ``α`` of its row's best, each source word to
+  every target word within ``α`` of its column's best, and those two link sets are
+  combined by the same rules.
+
+Each row picks its best readout on the validation split only and scores that one pick
+on the test split, next to the test AER of argmax grow-diag-final-and. Unsupervised:
+the gold is read only to score. Usage::
+
+    python scripts/symmetrize_lab.py bahdanau=EN_FR.pt,FR_EN.pt luong_dot=A.pt,B.pt ...
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from seq2seq.alignment.links import Link, aer, parse_pharaoh
+from seq2seq.alignment.symmetrize import RULES, transpose
+from seq2seq.alignment.twoway import swapped
+from seq2seq.alignment.words import is_special, merge_subwords, regroup
+from seq2seq.data.splits import EncodedSplit, encode_corpus_split
+from seq2seq.decoding.translator import Translator
+
+ALPHAS = (1.0, 0.7, 0.5, 0.3)
+SPLITS = ("validation", "test")
+
+
+def word_matrices(translator: Translator, split: EncodedSplit) -> list:
+    """Per pair its word-level attention ``(T_words, S_words)`` at the step that
+    predicts each word (EOS row and column dropped), or None when the pieces are not
+    the texts' words."""
+    out = []
+    tok = translator.tokenizer
+    for k, att in enumerate(translator.forced_attention(split)):
+        src = tok.src_pieces(list(split.src_ids[k]))
+        tgt = tok.tgt_pieces(list(split.tgt_ids[k]))
+        if regroup(src, split.src_text[k]) is None or (
+            regroup(tgt, split.tgt_text[k]) is None
+        ):
+            out.append(None)
+            continue
+        m, s, t = merge_subwords(att.weights, [*src, "</s>"], [*tgt, "</s>"])
+        rows = [i for i, x in enumerate(t) if not is_special(x)]
+        cols = [i for i, x in enumerate(s) if not is_special(x)]
+        out.append(m[np.ix_(rows, cols)])
+    return out
+
+
+def within(m: np.ndarray, alpha: float) -> set[Link]:
+    """``{(col, row)}``: per row of ``m`` every column with weight >= alpha × the
+    row's best (alpha 1: its argmax, ties included)."""
+    links = set()
+    for j, row in enumerate(m):
+        for i in np.nonzero(row >= alpha * row.max())[0]:
+            links.add((int(i), j))
+    return links
+
+
+def readouts(fwd: np.ndarray, rev: np.ndarray) -> dict[str, tuple[set, set]]:
+    """Name → (forward links, reverse links transposed), for one pair."""
+    out = {"argmax": (within(fwd, 1.0), transpose(within(rev, 1.0)))}
+    for kind in ("geo", "mean"):
+        m = np.sqrt(fwd * rev.T) if kind == "geo" else (fwd + rev.T) / 2
+        for alpha in ALPHAS:
+            out[f"{kind} {alpha}"] = (within(m, alpha), transpose(within(m.T, alpha)))
+    return out
+
+
+def scores(fwd_mats, rev_mats, alignment) -> dict[str, float]:
+    """AER of every readout × rule (and of each direction alone) over a split."""
+    keep = [
+        k
+        for k, (a, b) in enumerate(zip(fwd_mats, rev_mats, strict=True))
+        if a is not None and b is not None
+    ]
+    gold = [parse_pharaoh(alignment[k]) for k in keep]
+    sure, possible = [s for s, _ in gold], [p for _, p in gold]
+    per_pair = [readouts(fwd_mats[k], rev_mats[k]) for k in keep]
+    out = {
+        "forward": aer([r["argmax"][0] for r in per_pair], sure, possible),
+        "reverse": aer([r["argmax"][1] for r in per_pair], sure, possible),
+    }
+    for name in per_pair[0]:
+        for rule, combine in RULES.items():
+            links = [combine(*r[name]) for r in per_pair]
+            out[f"{name} {rule}"] = aer(links, sure, possible)
+    return out
+
+
+def matrices(pairs: dict[str, tuple[str, str]]) -> dict:
+    """(name, split) → (forward matrices, reverse matrices, gold)."""
+    out = {}
+    for name, (fwd_path, rev_path) in pairs.items():
+        fwd = Translator.from_checkpoint(fwd_path, device="cpu")
+        rev = Translator.from_checkpoint(rev_path, device="cpu")
+        for split_name in SPLITS:
+            split = encode_corpus_split(fwd.config.data, fwd.tokenizer, split_name)
+            out[name, split_name] = (
+                word_matrices(fwd, split),
+                word_matrices(rev, swapped(split, rev)),
+                split.alignment,
+            )
+    return out
+
+
+def mean_of(mats: list) -> list:
+    """Pairwise mean of several models' matrices (None where any is None)."""
+    return [
+        None if any(m is None for m in ms) else np.mean(ms, axis=0)
+        for ms in zip(*mats, strict=True)
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("pairs", nargs="+", help="NAME=FORWARD.pt,REVERSE.pt")
+    args = parser.parse_args()
+    pairs = {}
+    for item in args.pairs:
+        name, paths = item.split("=", 1)
+        fwd, rev = paths.split(",")
+        pairs[name] = (fwd, rev)
+    mats = matrices(pairs)
+    if len(pairs) > 1:
+        for split_name in SPLITS:
+            chosen = [mats[name, split_name] for name in pairs]
+            mats["mean of all", split_name] = (
+                mean_of([c[0] for c in chosen]),
+                mean_of([c[1] for c in chosen]),
+                chosen[0][2],
+            )
+    print(
+        "| attention | validation: best readout | its AER | test: argmax gdfa | "
+        "test: that readout |"
+    )
+    print("|---|---|---|---|---|")
+    for name in [*pairs, *(["mean of all"] if len(pairs) > 1 else [])]:
+        valid = scores(*mats[name, "validation"])
+        test = scores(*mats[name, "test"])
+        best = min((k for k in valid if " " in k), key=valid.get)
+        default = test["argmax grow-diag-final-and"]
+        print(
+            f"| {name} | {best} | {100 * valid[best]:.1f}% | "
+            f"{100 * default:.1f}% | {100 * test[best]:.1f}% |"
+        )
+
+
+if __name__ == "__main__":
+    main()

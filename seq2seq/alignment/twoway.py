@@ -1,0 +1,126 @@
+"""Word links of a pair read by two models, one trained each way, and their AER.
+
+The forward model (source→target) is forced through each pair as it is; the reverse
+model (target→source, on the same corpus) is forced through the same pair with its
+sides swapped, encoded with its own tokenizer. Each model's pieces are regrouped into
+whitespace words (``words.regroup``), so both read the same word indices; the reverse
+links are transposed into the forward's ``(source, target)`` order and the two link
+sets are combined by ``symmetrize``. A pair that either model cannot regroup into
+its texts' words is left out of both, and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from seq2seq.alignment.error import word_readouts
+from seq2seq.alignment.links import Link, aer, parse_pharaoh
+from seq2seq.alignment.symmetrize import RULES, transpose
+from seq2seq.data.splits import EncodedSplit, encode_texts
+from seq2seq.decoding.translator import Translator
+
+log = logging.getLogger(__name__)
+
+TwoWay = tuple[set[Link], set[Link]]  # forward links, reverse links (transposed)
+
+
+def swapped(split: EncodedSplit, translator: Translator) -> EncodedSplit:
+    """The pairs of ``split`` the other way (target text as the source), encoded with
+    ``translator``'s tokenizer; no gold."""
+    return encode_texts(translator.tokenizer, split.tgt_text, split.src_text)
+
+
+def two_way_links(
+    forward: Translator,
+    reverse: Translator,
+    split: EncodedSplit,
+    shifted: bool = False,
+) -> list[TwoWay | None]:
+    """Per pair of ``split`` (its ``tgt_ids`` the forward model's targets, its texts
+    both sides' words), the forward links and the reverse model's links transposed
+    into ``(source, target)`` order; None when either model's pieces do not regroup
+    into the texts' words. ``shifted``: both read one step later."""
+    ahead = word_readouts(forward, split)
+    back = word_readouts(reverse, swapped(split, reverse))
+    out: list[TwoWay | None] = []
+    for there, home in zip(ahead, back, strict=True):
+        if there is None or home is None:
+            out.append(None)
+            continue
+        fwd = there.shifted if shifted else there.argmax
+        rev = home.shifted if shifted else home.argmax
+        out.append((fwd, transpose(rev)))
+    return out
+
+
+@dataclass
+class SymmetrizedScores:
+    """Corpus AER (fractions in [0, 1]) of each direction alone and of each rule
+    (``symmetrize.RULES``) combining them, on the pairs both directions read."""
+
+    forward: float
+    reverse: float
+    rules: dict[str, float]
+    n_sentences: int
+    skipped: int = 0  # pairs that either model's pieces did not regroup
+    forward_pair: str = "forward"  # e.g. en->fr
+    reverse_pair: str = "reverse"
+
+    def summary(self) -> str:
+        parts = [
+            f"{self.forward_pair} {100 * self.forward:.1f}%",
+            f"{self.reverse_pair} {100 * self.reverse:.1f}%",
+            *(f"{rule} {100 * value:.1f}%" for rule, value in self.rules.items()),
+        ]
+        skipped = f", {self.skipped} skipped" if self.skipped else ""
+        return (
+            f"AER both directions (argmax) on references (n={self.n_sentences}"
+            f"{skipped}): " + " | ".join(parts)
+        )
+
+
+def symmetrized_scores(
+    forward: Translator, reverse: Translator, split: EncodedSplit
+) -> SymmetrizedScores | None:
+    """AER against ``split.alignment`` (the forward direction's gold) of the forward
+    links, the transposed reverse links, and each symmetrization of the two; None
+    when there is no gold."""
+    if split.alignment is None:
+        return None
+    links = two_way_links(forward, reverse, split)
+    kept = [k for k, pair in enumerate(links) if pair is not None]
+    gold = [parse_pharaoh(split.alignment[k]) for k in kept]
+    sure, possible = [s for s, _ in gold], [p for _, p in gold]
+    pairs = [links[k] for k in kept]
+
+    def score(chosen: list[set[Link]]) -> float:
+        return aer(chosen, sure, possible)
+
+    skipped = len(links) - len(kept)
+    if skipped:
+        log.warning(
+            "AER: skipped %d pairs whose pieces are not the gold's words in one "
+            "direction or the other",
+            skipped,
+        )
+    return SymmetrizedScores(
+        forward=score([fwd for fwd, _ in pairs]),
+        reverse=score([rev for _, rev in pairs]),
+        rules={
+            str(rule): score([combine(fwd, rev) for fwd, rev in pairs])
+            for rule, combine in RULES.items()
+        },
+        n_sentences=len(kept),
+        skipped=skipped,
+        forward_pair=_pair(forward, "forward"),
+        reverse_pair=_pair(reverse, "reverse"),
+    )
+
+
+def _pair(translator: Translator, default: str) -> str:
+    """``en->fr``: the direction ``translator`` was trained in (``default`` when it
+    did not come from a checkpoint)."""
+    if translator.config is None:
+        return default
+    return f"{translator.config.data.src_lang}->{translator.config.data.tgt_lang}"
