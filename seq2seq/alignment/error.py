@@ -17,7 +17,7 @@ from typing import NamedTuple
 from seq2seq.alignment.links import Link, aer, parse_pharaoh
 from seq2seq.alignment.words import regroup, word_alignment_from_attention
 from seq2seq.data.splits import EncodedSplit
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.translator import ForcedAttention, Translator
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,17 @@ class Readouts(NamedTuple):
     shifted: set[Link]
 
 
-def word_readouts(translator: Translator, split: EncodedSplit) -> list[Readouts | None]:
+def word_readouts(
+    translator: Translator,
+    split: EncodedSplit,
+    forced: list[ForcedAttention] | None = None,
+) -> list[Readouts | None]:
     """Per pair of ``split``, both readouts of the attention forced through its
-    targets; None for a pair whose pieces do not regroup into as many words as its
-    texts' whitespace tokens (an ``<unk>`` inside a word, say)."""
-    matrices = [att.weights for att in translator.forced_attention(split)]
+    targets (``forced``: ``translator.forced_attention(split)`` when the caller has
+    it already); None for a pair whose pieces do not regroup into as many words as
+    its texts' whitespace tokens (an ``<unk>`` inside a word, say)."""
+    forced = translator.forced_attention(split) if forced is None else forced
+    matrices = [att.weights for att in forced]
     tokenizer = translator.tokenizer
     out: list[Readouts | None] = []
     for k, w in enumerate(matrices):
@@ -72,9 +78,12 @@ def word_readouts(translator: Translator, split: EncodedSplit) -> list[Readouts 
 
 
 def alignment_scores(
-    translator: Translator, split: EncodedSplit
+    translator: Translator,
+    split: EncodedSplit,
+    forced: list[ForcedAttention] | None = None,
 ) -> AlignmentScores | None:
     """AER of both readouts against ``split.alignment``; None when there is no gold.
+    ``forced``: the split's forced attention, when the caller has it already.
 
     Pairs whose pieces do not regroup into as many words as the gold's whitespace
     tokens (an ``<unk>`` inside a word, say) are skipped and counted.
@@ -85,7 +94,7 @@ def alignment_scores(
     shifted: list[set[Link]] = []
     sure: list[set[Link]] = []
     possible: list[set[Link]] = []
-    readouts = word_readouts(translator, split)
+    readouts = word_readouts(translator, split, forced)
     for k, links in enumerate(readouts):
         if links is None:
             continue

@@ -18,7 +18,7 @@ from seq2seq.alignment.error import word_readouts
 from seq2seq.alignment.links import Link, aer, parse_pharaoh
 from seq2seq.alignment.symmetrize import RULES, transpose
 from seq2seq.data.splits import EncodedSplit, encode_texts
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.translator import ForcedAttention, Translator
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +36,14 @@ def two_way_links(
     reverse: Translator,
     split: EncodedSplit,
     shifted: bool = False,
+    forced: list[ForcedAttention] | None = None,
 ) -> list[TwoWay | None]:
     """Per pair of ``split`` (its ``tgt_ids`` the forward model's targets, its texts
     both sides' words), the forward links and the reverse model's links transposed
     into ``(source, target)`` order; None when either model's pieces do not regroup
-    into the texts' words. ``shifted``: both read one step later."""
-    ahead = word_readouts(forward, split)
+    into the texts' words. ``shifted``: both read one step later. ``forced``: the
+    forward model's forced attention on ``split``, when the caller has it."""
+    ahead = word_readouts(forward, split, forced)
     back = word_readouts(reverse, swapped(split, reverse))
     out: list[TwoWay | None] = []
     for there, home in zip(ahead, back, strict=True):
@@ -81,14 +83,17 @@ class SymmetrizedScores:
 
 
 def symmetrized_scores(
-    forward: Translator, reverse: Translator, split: EncodedSplit
+    forward: Translator,
+    reverse: Translator,
+    split: EncodedSplit,
+    forced: list[ForcedAttention] | None = None,
 ) -> SymmetrizedScores | None:
     """AER against ``split.alignment`` (the forward direction's gold) of the forward
     links, the transposed reverse links, and each symmetrization of the two; None
-    when there is no gold."""
+    when there is no gold. ``forced`` as in ``two_way_links``."""
     if split.alignment is None:
         return None
-    links = two_way_links(forward, reverse, split)
+    links = two_way_links(forward, reverse, split, forced=forced)
     kept = [k for k, pair in enumerate(links) if pair is not None]
     gold = [parse_pharaoh(split.alignment[k]) for k in kept]
     sure, possible = [s for s, _ in gold], [p for _, p in gold]

@@ -62,14 +62,14 @@ def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):
     )
     print(scores.summary())
     if cfg.alignment:  # AER of the attention, force-decoding the references
-        aligned = alignment_scores(translator, split)
+        forced = translator.forced_attention(split)  # one pass serves every score
+        aligned = alignment_scores(translator, split, forced)
         if aligned is None:
             print("AER: this corpus has no gold alignments (no `alignment` column)")
         else:
             print(aligned.summary())
         if aligned is not None and reverse is not None:
-            print(symmetrized_scores(translator, reverse, split).summary())
-        forced = translator.forced_attention(split)
+            print(symmetrized_scores(translator, reverse, split, forced).summary())
         zeros = zero_share([f.weights for f in forced])
         normalizer = translator.config.model.attention.normalizer
         print(
