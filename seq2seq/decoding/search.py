@@ -232,9 +232,8 @@ def _step_candidates(
     beam) are EOS, so the K best others are among them. ``log_probs`` is overwritten
     with the extensions' scores (the search owns it)."""
     k, v = scores.size(1), log_probs.size(-1)
-    cand = log_probs.add_(
-        scores.unsqueeze(-1)
-    )  # (B, K, V): raw scores, ``length`` long
+    # (B, K, V): the raw scores of the extensions, ``length`` tokens long
+    cand = log_probs.add_(scores.unsqueeze(-1))
     eos_raw = cand[:, :, EOS_ID].clone()
     best, best_idx = cand.flatten(1).topk(min(2 * k, k * v), dim=1)  # (B, 2K)
     keep = eos_raw >= best[:, k - 1 : k]  # EOS within the step's top K

@@ -55,14 +55,20 @@ class AttentionOutput(NamedTuple):
     head_weights: Tensor | None = None
 
 
+def _masked(scores: Tensor, mask: Tensor) -> Tensor:
+    """Scores ``(B, ..., S)`` in at least float32 with ``-inf`` where mask ``(B, S)``
+    is False: what every normalizer starts from."""
+    scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
+    shape = (mask.size(0),) + (1,) * (scores.dim() - 2) + (mask.size(1),)
+    return scores.masked_fill(~mask.view(shape), float("-inf"))
+
+
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the last axis of scores ``(B, ..., S)`` with mask ``(B, S)``.
 
     Computed in at least float32; masked positions get exactly 0.
     """
-    scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
-    shape = (mask.size(0),) + (1,) * (scores.dim() - 2) + (mask.size(1),)
-    return torch.softmax(scores.masked_fill(~mask.view(shape), float("-inf")), dim=-1)
+    return torch.softmax(_masked(scores, mask), dim=-1)
 
 
 def masked_normalize(
@@ -75,9 +81,7 @@ def masked_normalize(
     import entmax  # imported here: softmax models never need the package
 
     sparse = entmax.sparsemax if normalizer == Normalizer.sparsemax else entmax.entmax15
-    scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
-    shape = (mask.size(0),) + (1,) * (scores.dim() - 2) + (mask.size(1),)
-    return sparse(scores.masked_fill(~mask.view(shape), float("-inf")), dim=-1)
+    return sparse(_masked(scores, mask), dim=-1)
 
 
 def read(weights: Tensor, values: Tensor) -> Tensor:
