@@ -76,8 +76,11 @@ Sampling = choice("Sampling", "none", "linear", "exponential", "inverse_sigmoid"
 Precision = choice("Precision", "auto", "fp32", "bf16", "fp16")
 NonFinite = choice("NonFinite", "skip", "stop")
 AlignFormat = choice("AlignFormat", "png", "html", "terminal", "pharaoh", "json", "npy")
-# How two directions' word links combine (alignment/symmetrize.py).
-Symmetrize = choice("Symmetrize", "intersection", "union", "grow-diag-final-and")
+# How two directions' word alignments combine (alignment/symmetrize.py): three rules
+# over their links, or `geometric` over their attention.
+Symmetrize = choice(
+    "Symmetrize", "intersection", "union", "grow-diag-final-and", "geometric"
+)
 
 
 class Metric(Choice):
@@ -105,6 +108,20 @@ class PhrasebookConfig:
 
 
 @dataclass
+class AlignmentFiles:
+    """Word links per split, one Pharaoh line (``i-j`` sure, ``i?j`` possible, over
+    whitespace words, source-target of the run's direction) per pair of the split as
+    the corpus holds it. A file replaces the corpus's own links (the phrasebook's
+    gold): ``train`` guides the attention (``trainer.guided_alignment``; links from an
+    external aligner or from ``seq2seq-align``), ``validation`` / ``test`` are the
+    gold that AER is scored against. None: the corpus's links, if it has any."""
+
+    train: str | None = None
+    validation: str | None = None
+    test: str | None = None
+
+
+@dataclass
 class DataConfig:
     """Where the parallel corpus comes from and how it is batched."""
 
@@ -119,6 +136,7 @@ class DataConfig:
     # prepared corpora and tokenizers, keyed by content hash
     cache_dir: str = "data/cache"
     phrasebook: PhrasebookConfig = field(default_factory=PhrasebookConfig)
+    alignments: AlignmentFiles = field(default_factory=AlignmentFiles)
 
 
 @dataclass
@@ -303,6 +321,7 @@ class DataOverrides:
     src_lang: str | None = None
     tgt_lang: str | None = None
     phrasebook: PhrasebookOverrides = field(default_factory=PhrasebookOverrides)
+    alignments: AlignmentFiles = field(default_factory=AlignmentFiles)
 
 
 @dataclass
@@ -363,7 +382,9 @@ class AlignConfig:
     # pharaoh words: a model trained the other way (tgt->src) on the same corpus (or
     # a list: an ensemble); write both directions' links combined by `symmetrize`
     reverse_checkpoint: Any = None
-    symmetrize: Symmetrize = Symmetrize["grow-diag-final-and"]
+    # geometric: the best on the phrasebook's validation split for every model pair
+    # (docs/results.md, "Symmetrized alignments")
+    symmetrize: Symmetrize = Symmetrize.geometric
     attribution: bool = False  # add gradient × input and its Spearman correlation
     output: str | None = None  # file or folder; default under the run directory
     beam_size: int | None = None

@@ -118,10 +118,16 @@ def test_two_way_links_read_the_pair_both_ways_and_skip_for_both():
     links = two_way_links(forward, reverse, split)
     # Forward: target j reads source j; "w" reads the source EOS, whose row falls back
     # to word 0. Reverse ("u v w" -> "d e"): "d", "e" read "u", "v", transposed.
-    assert links == [
+    assert [(pair.forward, pair.reverse) for pair in links] == [
         ({(0, 0), (1, 1), (2, 2)}, {(0, 0), (1, 1), (2, 2)}),
         ({(0, 0), (1, 1), (0, 2)}, {(0, 0), (1, 1)}),
     ]
+    # The word attention, in the forward orientation (target words, source words):
+    # "w"'s row is all source EOS, so zero over the words, both ways.
+    np.testing.assert_array_equal(links[1].forward_attention, [[1, 0], [0, 1], [0, 0]])
+    np.testing.assert_array_equal(links[1].reverse_attention, [[1, 0], [0, 1], [0, 0]])
+    # geometric: the product keeps 00 and 11; "w" shares no weight, so no link.
+    assert links[1].combined("geometric") == {(0, 0), (1, 1)}
     scores = symmetrized_scores(forward, reverse, split)
     # As in test_aer_of_a_diagonal_attention_by_hand: |A∩S| + |A∩P| = 10, |A| + |S|
     # = 11 forward; the reverse links are all sure links. grow-diag-final-and adds
@@ -130,7 +136,13 @@ def test_two_way_links_read_the_pair_both_ways_and_skip_for_both():
     assert scores.reverse == 0 and scores.rules["intersection"] == 0
     assert scores.rules["union"] == pytest.approx(1 - 10 / 11)
     assert scores.rules["grow-diag-final-and"] == pytest.approx(1 - 10 / 11)
-    assert list(scores.rules) == ["intersection", "union", "grow-diag-final-and"]
+    assert scores.rules["geometric"] == 0  # {00, 11, 22} and {00, 11}: all sure
+    assert list(scores.rules) == [
+        "intersection",
+        "union",
+        "grow-diag-final-and",
+        "geometric",
+    ]
     assert scores.summary().startswith(
         "AER both directions (argmax) on references (n=2): forward 9.1% | reverse 0.0%"
     )
@@ -395,7 +407,7 @@ def test_align_writes_symmetrized_word_links(trained, reverse):
     out = tmp / "sym"
     common = [f"checkpoint={ckpt}", f"reverse_checkpoint={reverse}", "split=test"]
     common += ["references=true", "format=pharaoh", "words=true"]
-    for rule in ("intersection", "grow-diag-final-and"):
+    for rule in ("intersection", "grow-diag-final-and", "geometric"):
         run_script(
             tmp,
             "seq2seq-align",
@@ -418,7 +430,8 @@ def test_align_writes_symmetrized_word_links(trained, reverse):
     assert len((out / "text.txt").read_text().splitlines()) == 1
     inter = (out / "intersection.txt").read_text().splitlines()
     grown = (out / "grow-diag-final-and.txt").read_text().splitlines()
-    assert len(inter) == len(grown) == 40
+    geo = (out / "geometric.txt").read_text().splitlines()
+    assert len(inter) == len(grown) == len(geo) == 40
     forward = Translator.from_checkpoint(ckpt, device="cpu")
     backward = Translator.from_checkpoint(reverse, device="cpu")
     split = encode_corpus_split(forward.config.data, forward.tokenizer, "test")
@@ -428,6 +441,8 @@ def test_align_writes_symmetrized_word_links(trained, reverse):
         got_g = {tuple(map(int, x.split("-"))) for x in line_g.split()}
         assert got_i <= got_g
         if links[k] is not None:  # the command wrote what the library computes
-            assert got_g == grow_diag_final_and(*links[k])
+            assert got_g == grow_diag_final_and(links[k].forward, links[k].reverse)
+            got_geo = {tuple(map(int, x.split("-"))) for x in geo[k].split()}
+            assert got_geo == links[k].combined("geometric")
             assert max(i for i, _ in got_g) < len(split.src_text[k].split())
             assert max(j for _, j in got_g) < len(split.tgt_text[k].split())

@@ -200,3 +200,60 @@ def test_phrasebook_source_has_alignments():
     dd = read_corpus(phrasebook_config(20, 5, 5)).splits
     assert dd["train"].column_names == ["src", "tgt", "alignment"]
     assert dd["validation"].num_rows == 5
+
+
+def test_alignment_files_attach_links_and_name_the_bad_line(tmp_path):
+    from seq2seq.data.links_file import LinksFileError
+    from seq2seq.data.splits import encode_corpus_split
+
+    for split, pairs in PAIRS.items():
+        write_jsonl(tmp_path, f"{split}.jsonl", pairs)
+    links = tmp_path / "train.links"
+    links.write_text("0-0 1-1\n0-0 1?1\n\n")  # an empty line: a pair without links
+    cfg = local(tmp_path)
+    cfg.alignments.train = str(links)
+    dd = read_corpus(cfg).splits
+    assert dd["train"]["alignment"] == ["0-0 1-1", "0-0 1?1", ""]
+    assert "alignment" not in dd["test"].column_names
+    # Only the splits asked for read their file: a test split needs no training links.
+    links.unlink()
+    assert (
+        "alignment"
+        not in read_corpus(cfg, links_for=("test",)).splits["train"].column_names
+    )
+    with pytest.raises(LinksFileError, match=r"data\.alignments\.train=.*no such file"):
+        read_corpus(cfg)
+    for text, message in (
+        ("0-0\n0-0\n", r"train.links: 2 lines, but the train split has 3 pairs"),
+        ("0-0\n0-0 1:1\n0-0\n", r"train.links:2: '1:1' is not a link"),
+        ("0-0\n0-0\n0-2\n", r"train.links:3: link 0-2 is outside the pair's 2 source"),
+    ):
+        links.write_text(text)
+        with pytest.raises(LinksFileError, match=message):
+            read_corpus(cfg)
+    # A gold test file makes AER possible on any corpus.
+    gold = tmp_path / "test.links"
+    gold.write_text("0-0 1-1\n1-1\n")
+    cfg.alignments.train, cfg.alignments.test = None, str(gold)
+
+    class Words:
+        def encode_src(self, texts):
+            return [[4] * len(t.split()) for t in texts]
+
+        encode_tgt = encode_src
+
+    assert encode_corpus_split(cfg, Words(), "test").alignment == ["0-0 1-1", "1-1"]
+
+
+def test_an_alignment_file_replaces_the_phrasebook_gold(tmp_path):
+    cfg = phrasebook_config(6, 2, 2)
+    gold = read_corpus(cfg).splits["train"]
+    lines = ["0-0"] * gold.num_rows
+    (tmp_path / "train.links").write_text("\n".join(lines) + "\n")
+    cfg.alignments.train = str(tmp_path / "train.links")
+    dd = read_corpus(cfg).splits
+    assert dd["train"]["alignment"] == lines != gold["alignment"]
+    assert (
+        dd["test"]["alignment"]
+        == read_corpus(phrasebook_config(6, 2, 2)).splits["test"]["alignment"]
+    )

@@ -15,7 +15,7 @@ from seq2seq.alignment.guided import (
     pair_gold,
 )
 from seq2seq.alignment.links import parse_pharaoh
-from seq2seq.alignment.words import word_alignment_from_attention
+from seq2seq.alignment.words import regroup, word_alignment_from_attention
 from seq2seq.data.prepare import prepare_data
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.training.trainer import Trainer
@@ -101,7 +101,7 @@ def test_gold_attention_reads_back_as_the_phrasebook_links(tmp_path):
 
 def test_gold_attention_needs_gold_links():
     split = EncodedSplit(["a"], ["b"], [[4]], [[5]], alignment=None)
-    with pytest.raises(ValueError, match="needs gold word alignments"):
+    with pytest.raises(ValueError, match="needs word alignments of the training split"):
         GoldAttention(split, tokenizer=None)
 
 
@@ -178,3 +178,35 @@ def test_guided_alignment_follows_the_sampled_pieces(tmp_path):
         assert not torch.equal(gold, GoldAttention(cached, tok).batch(ids, *shape))
         stats = trainer.train_step([batch])
         assert stats is not None and float(stats["align_sum"]) > 0
+
+
+def test_a_links_file_is_what_the_attention_is_guided_to(tmp_path):
+    """data.alignments.train=FILE: the gold rows follow the file, not the corpus."""
+    first = _trainer(tmp_path, "gold", "trainer.guided_alignment=1.0")
+    n_pairs = len(first.data.splits["train"])
+    links = tmp_path / "train.links"
+    links.write_text("0-0\n" * n_pairs)  # every pair: target word 0 -> source word 0
+    trainer = _trainer(
+        tmp_path,
+        "file",
+        "trainer.guided_alignment=1.0",
+        f"data.alignments.train={links}",
+    )
+    assert trainer.data.splits["train"].alignment == ["0-0"] * n_pairs
+    assert (
+        first.data.splits["train"].alignment != trainer.data.splits["train"].alignment
+    )
+    batch = next(iter(trainer.loader))
+    gold = trainer.gold.batch(
+        batch.ids.tolist(), batch.tgt_out.size(1), batch.src.size(1)
+    )
+    tok, split = trainer.data.tokenizer, trainer.data.splits["train"]
+    for row, index in enumerate(batch.ids.tolist()):
+        src = regroup(tok.src_pieces(list(split.src_ids[index])), split.src_text[index])
+        tgt = regroup(tok.tgt_pieces(list(split.tgt_ids[index])), split.tgt_text[index])
+        if src is None or tgt is None:
+            continue
+        aligned = (gold[row].sum(-1) > 0).nonzero().flatten().tolist()
+        assert aligned == tgt[0]  # only the first target word's pieces are guided
+        for t in tgt[0]:
+            assert gold[row, t].nonzero().flatten().tolist() == src[0]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from seq2seq.alignment.symmetrize import (
+    geometric,
     grow_diag,
     grow_diag_final_and,
     intersection,
@@ -171,3 +172,21 @@ def test_grow_diag_final_and_equals_a_brute_reading_of_the_algorithm():
 def test_an_unknown_rule_names_the_choices():
     with pytest.raises(ValueError, match="intersection, union, grow-diag-final-and"):
         symmetrize(FORWARD, REVERSE, "grow-diag")
+
+
+def test_geometric_mean_of_the_two_attentions_by_hand():
+    # 3 target words (rows) x 3 source words (columns), the reverse model's attention
+    # already transposed into the same orientation.
+    forward = np.array([[0.8, 0.2, 0.0], [0.1, 0.5, 0.4], [0.0, 0.1, 0.9]])
+    reverse = np.array([[0.5, 0.0, 0.0], [0.5, 0.2, 0.9], [0.0, 0.8, 0.1]])
+    # √(f·r): [[.632, 0, 0], [.224, .316, .6], [0, .283, .3]]
+    # links i-j (source-target): each row's best 0-0, 2-1, 2-2; each column's best
+    # 0-0, 1-1 (.316 > .283), 2-1 (.6 > .3)
+    assert geometric(forward, reverse) == {(0, 0), (2, 1), (2, 2), (1, 1)}
+    # A word the two models share no weight on links nothing.
+    assert geometric(np.eye(2), np.array([[1.0, 0.0], [1.0, 0.0]])) == {(0, 0)}
+    assert geometric(np.zeros((0, 2)), np.zeros((0, 2))) == set()
+    with pytest.raises(ValueError, match="same"):
+        geometric(np.eye(2), np.eye(3))
+    with pytest.raises(ValueError, match="attention, not links"):
+        symmetrize(FORWARD, REVERSE, "geometric")

@@ -3,7 +3,7 @@
 Gold word alignments (Pharaoh ``i-j`` sure / ``i?j`` possible over whitespace words)
 are compared with hard links read from the attention the model computes while it is
 teacher-forced through the *reference* (never its own hypothesis: gold indices refer to
-the reference's words). Two readouts (see ``words.word_alignment_from_attention``):
+the reference's words). Two readouts (see ``words.word_matrix``):
 ``argmax`` takes the step that predicts the word; ``shifted`` the step where the word is
 the decoder's input. End-of-sentence rows and columns never become links.
 """
@@ -14,8 +14,10 @@ import logging
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+
 from seq2seq.alignment.links import Link, aer, parse_pharaoh
-from seq2seq.alignment.words import regroup, word_alignment_from_attention
+from seq2seq.alignment.words import argmax_links, regroup, word_matrix
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.decoding.translator import ForcedAttention, Translator
 
@@ -40,10 +42,13 @@ class AlignmentScores:
 
 
 class Readouts(NamedTuple):
-    """One pair's hard word links, read at the predicting step and one step later."""
+    """One pair's word attention ``(target words, source words)`` at the predicting
+    step and one step later, and the hard links each row's argmax reads from them."""
 
     argmax: set[Link]
     shifted: set[Link]
+    matrix: np.ndarray
+    shifted_matrix: np.ndarray
 
 
 def word_readouts(
@@ -68,12 +73,8 @@ def word_readouts(
         ):
             out.append(None)
             continue
-        out.append(
-            Readouts(
-                word_alignment_from_attention(w, src, tgt),
-                word_alignment_from_attention(w, src, tgt, shifted=True),
-            )
-        )
+        now, later = word_matrix(w, src, tgt), word_matrix(w, src, tgt, shifted=True)
+        out.append(Readouts(argmax_links(now), argmax_links(later), now, later))
     return out
 
 

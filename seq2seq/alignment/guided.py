@@ -72,9 +72,10 @@ class GoldAttention:
     def __init__(self, split: EncodedSplit, tokenizer: Tokenizer) -> None:
         if split.alignment is None:
             raise ValueError(
-                "trainer.guided_alignment > 0 needs gold word alignments in the "
-                "training split (an 'alignment' column in Pharaoh format, as the "
-                "phrasebook has); this corpus has none. Set trainer.guided_alignment=0."
+                "trainer.guided_alignment > 0 needs word alignments of the "
+                "training split (the phrasebook's gold, or a Pharaoh file: "
+                "data.alignments.train=FILE); this corpus has none. Set "
+                "trainer.guided_alignment=0, or give the file."
             )
         self.pairs: list[SparseGold | None] = []
         skipped = 0

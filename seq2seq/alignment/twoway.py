@@ -4,25 +4,45 @@ The forward model (source→target) is forced through each pair as it is; the re
 model (target→source, on the same corpus) is forced through the same pair with its
 sides swapped, encoded with its own tokenizer. Each model's pieces are regrouped into
 whitespace words (``words.regroup``), so both read the same word indices; the reverse
-links are transposed into the forward's ``(source, target)`` order and the two link
-sets are combined by ``symmetrize``. A pair that either model cannot regroup into
-its texts' words is left out of both, and counted.
+links (and word attention) are transposed into the forward's order and the two are
+combined by a ``symmetrize`` rule, or by the geometric mean of the attention. A pair
+that either model cannot regroup into its texts' words is left out of both, and
+counted.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from seq2seq.alignment.error import word_readouts
 from seq2seq.alignment.links import Link, aer, parse_pharaoh
-from seq2seq.alignment.symmetrize import RULES, transpose
+from seq2seq.alignment.symmetrize import geometric, symmetrize, transpose
+from seq2seq.config import Symmetrize
 from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.decoding.translator import ForcedAttention, Translator
 
 log = logging.getLogger(__name__)
 
-TwoWay = tuple[set[Link], set[Link]]  # forward links, reverse links (transposed)
+
+class TwoWay(NamedTuple):
+    """One pair read both ways, all in the forward model's orientation: links as
+    ``(source, target)`` word indices, attention as ``(target words, source words)``."""
+
+    forward: set[Link]
+    reverse: set[Link]  # the reverse model's links, transposed
+    forward_attention: np.ndarray
+    reverse_attention: np.ndarray  # the reverse model's word attention, transposed
+
+    def combined(self, rule: Symmetrize | str) -> set[Link]:
+        """The pair's links under ``rule``: a link rule over the two link sets, or
+        ``geometric`` over the two attention matrices."""
+        if Symmetrize(rule) == Symmetrize.geometric:
+            return geometric(self.forward_attention, self.reverse_attention)
+        return symmetrize(self.forward, self.reverse, rule)
 
 
 def swapped(split: EncodedSplit, translator: Translator) -> EncodedSplit:
@@ -39,10 +59,10 @@ def two_way_links(
     forced: list[ForcedAttention] | None = None,
 ) -> list[TwoWay | None]:
     """Per pair of ``split`` (its ``tgt_ids`` the forward model's targets, its texts
-    both sides' words), the forward links and the reverse model's links transposed
-    into ``(source, target)`` order; None when either model's pieces do not regroup
-    into the texts' words. ``shifted``: both read one step later. ``forced``: the
-    forward model's forced attention on ``split``, when the caller has it."""
+    both sides' words), both models' links and word attention (``TwoWay``); None
+    when either model's pieces do not regroup into the texts' words. ``shifted``:
+    both read one step later. ``forced``: the forward model's forced attention on
+    ``split``, when the caller has it."""
     ahead = word_readouts(forward, split, forced)
     back = word_readouts(reverse, swapped(split, reverse))
     out: list[TwoWay | None] = []
@@ -50,16 +70,28 @@ def two_way_links(
         if there is None or home is None:
             out.append(None)
             continue
-        fwd = there.shifted if shifted else there.argmax
-        rev = home.shifted if shifted else home.argmax
-        out.append((fwd, transpose(rev)))
+        if shifted:
+            out.append(
+                TwoWay(
+                    there.shifted,
+                    transpose(home.shifted),
+                    there.shifted_matrix,
+                    home.shifted_matrix.T,
+                )
+            )
+        else:
+            out.append(
+                TwoWay(
+                    there.argmax, transpose(home.argmax), there.matrix, home.matrix.T
+                )
+            )
     return out
 
 
 @dataclass
 class SymmetrizedScores:
-    """Corpus AER (fractions in [0, 1]) of each direction alone and of each rule
-    (``symmetrize.RULES``) combining them, on the pairs both directions read."""
+    """Corpus AER (fractions in [0, 1]) of each direction alone and of each way
+    (``config.Symmetrize``) of combining them, on the pairs both directions read."""
 
     forward: float
     reverse: float
@@ -110,11 +142,11 @@ def symmetrized_scores(
             skipped,
         )
     return SymmetrizedScores(
-        forward=score([fwd for fwd, _ in pairs]),
-        reverse=score([rev for _, rev in pairs]),
+        forward=score([pair.forward for pair in pairs]),
+        reverse=score([pair.reverse for pair in pairs]),
         rules={
-            str(rule): score([combine(fwd, rev) for fwd, rev in pairs])
-            for rule, combine in RULES.items()
+            str(rule): score([pair.combined(rule) for pair in pairs])
+            for rule in Symmetrize
         },
         n_sentences=len(kept),
         skipped=skipped,

@@ -72,13 +72,13 @@ def _word_text(text: str) -> str:
     return stripped if stripped else WORD_START
 
 
-def word_alignment_from_attention(
+def word_matrix(
     weights: Any,
     src_pieces: Sequence[str],
     tgt_pieces: Sequence[str],
     shifted: bool = False,
-) -> set[Link]:
-    """Hard word alignment ``{(i, j)}`` from piece-level attention.
+) -> np.ndarray:
+    """Piece-level attention as a ``(target words, source words)`` matrix.
 
     Args:
         weights: ``(T, S)`` attention over pieces; row ``t`` is the step that predicts
@@ -91,7 +91,8 @@ def word_alignment_from_attention(
             piece falls back to the EOS row (or to the last row when there is none).
 
     A source word's weight is the sum over its pieces; a target word's row is the mean
-    of its pieces' rows; each target word links to its argmax source word.
+    of its pieces' rows. The source EOS column is dropped, so a row sums to 1 minus
+    what its word gave the end of the source.
     """
     w = np.asarray(as_numpy(weights), dtype=np.float64)
     n_t, n_s = len(tgt_pieces), len(src_pieces)
@@ -106,13 +107,32 @@ def word_alignment_from_attention(
         )
     src_words, tgt_words = word_pieces(src_pieces), word_pieces(tgt_pieces)
     if not src_words or not tgt_words:
-        return set()
+        return np.zeros((len(tgt_words), len(src_words)))
     columns = np.stack([w[:, idx].sum(axis=1) for idx in src_words], axis=1)  # (T, Ws)
-    links: set[Link] = set()
-    for j, idx in enumerate(tgt_words):
-        rows = [min(t + 1, w.shape[0] - 1) for t in idx] if shifted else idx
-        links.add((int(np.argmax(columns[rows].mean(axis=0))), j))
-    return links
+    rows = []
+    for idx in tgt_words:
+        steps = [min(t + 1, w.shape[0] - 1) for t in idx] if shifted else idx
+        rows.append(columns[steps].mean(axis=0))
+    return np.stack(rows)
+
+
+def word_alignment_from_attention(
+    weights: Any,
+    src_pieces: Sequence[str],
+    tgt_pieces: Sequence[str],
+    shifted: bool = False,
+) -> set[Link]:
+    """Hard word alignment ``{(i, j)}``: each target word of ``word_matrix`` (same
+    arguments) linked to its argmax source word."""
+    return argmax_links(word_matrix(weights, src_pieces, tgt_pieces, shifted))
+
+
+def argmax_links(matrix: np.ndarray) -> set[Link]:
+    """``{(i, j)}``: each row ``j`` of a ``(target, source)`` word matrix linked to its
+    argmax column ``i`` (the first on a tie)."""
+    if not matrix.size:
+        return set()
+    return {(int(i), j) for j, i in enumerate(matrix.argmax(axis=1))}
 
 
 def merge_subwords(

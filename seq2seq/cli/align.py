@@ -79,10 +79,10 @@ def collect(cfg: DictConfig, translator) -> list:
 
 
 def symmetrized_lines(cfg: DictConfig, forward, reverse) -> list[str]:
-    """One Pharaoh line of word links per pair: each direction's links (argmax, or
-    ``shifted``) combined by ``cfg.symmetrize``. A pair that either model's pieces do
-    not regroup into its words gets an empty line, with a warning."""
-    from seq2seq.alignment.symmetrize import symmetrize
+    """One Pharaoh line of word links per pair: the two directions (read at the
+    predicting step, or ``shifted``) combined by ``cfg.symmetrize``. A pair that
+    either model's pieces do not regroup into its words gets an empty line, with a
+    warning."""
     from seq2seq.alignment.twoway import two_way_links
 
     split, titles, _ = pairs(cfg, forward)
@@ -94,7 +94,7 @@ def symmetrized_lines(cfg: DictConfig, forward, reverse) -> list[str]:
             skipped.append(title)
             lines.append("")
         else:
-            combined = sorted(symmetrize(*links, cfg.symmetrize))
+            combined = sorted(links.combined(cfg.symmetrize))
             lines.append(" ".join(f"{i}-{j}" for i, j in combined))
     if skipped:
         log.warning(

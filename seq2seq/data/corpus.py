@@ -15,6 +15,9 @@ Sources (``DataConfig.name``):
   Split names accept the aliases ``val``/``valid``/``dev`` for validation and a suffixed
   name such as ``test_2016_flickr`` when it is the only candidate.
 
+``data.alignments.<split>=FILE`` attaches word links to a split (``links_file.py``),
+replacing the corpus's own.
+
 Pairs with an empty side are dropped in every split, counted and logged (an empty
 reference cannot be scored). Everything else is kept; length filtering happens in
 ``prepare``.
@@ -27,12 +30,14 @@ import gzip
 import json
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from datasets import Dataset, DatasetDict
 
 from seq2seq.config import Corpus, DataConfig
+from seq2seq.data.links_file import read_links_file
 from seq2seq.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -62,9 +67,11 @@ class LoadedCorpus:
     filtered: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def read_corpus(cfg: DataConfig) -> LoadedCorpus:
+def read_corpus(cfg: DataConfig, links_for: Sequence[str] = SPLITS) -> LoadedCorpus:
     """The corpus named by ``cfg`` as ``DatasetDict(train, validation, test)``, with
-    the counts of the pairs filtered on the way."""
+    the counts of the pairs filtered on the way. ``data.alignments`` files are read
+    for the splits in ``links_for`` only (evaluating the test split does not need
+    the training links a checkpoint was trained with)."""
     name = Corpus(cfg.name)
     if name == Corpus.phrasebook:
         columns = _phrasebook(cfg)
@@ -74,6 +81,12 @@ def read_corpus(cfg: DataConfig) -> LoadedCorpus:
         raise CorpusError(f"data.name={name} needs data.local_dir (a folder)")
     else:
         columns = _from_folder(Path(cfg.local_dir), cfg.src_lang, cfg.tgt_lang)
+    files = getattr(cfg, "alignments", None)  # None in checkpoints from before it
+    for split in links_for:
+        path = getattr(files, split, None) if files is not None else None
+        if path:
+            cols = columns[split]
+            cols["alignment"] = read_links_file(path, cols["src"], cols["tgt"], split)
     return _to_datasets(columns)
 
 

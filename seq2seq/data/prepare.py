@@ -94,6 +94,13 @@ def _phrasebook_fingerprint(data_cfg: Any) -> str:
     return digest.hexdigest()
 
 
+def _has_links_files(data_cfg: Any) -> bool:
+    """Whether ``data.alignments`` names a file: then the links are content that the
+    phrasebook's settings do not determine, and the corpus is fingerprinted."""
+    files = getattr(data_cfg, "alignments", None)  # None in older checkpoints
+    return files is not None and any(getattr(files, split, None) for split in SPLITS)
+
+
 def _corpus_fingerprint(columns: dict[str, dict[str, list[str]]]) -> str:
     digest = hashlib.sha256()
     for split in SPLITS:
@@ -230,7 +237,7 @@ def prepare_data(data_cfg: Any, tokenizer_cfg: Any, cache_root: Path) -> Prepare
     start = time.perf_counter()
     settings = _settings(data_cfg, tokenizer_cfg)
     loaded = None
-    if data_cfg.name == "phrasebook":
+    if data_cfg.name == "phrasebook" and not _has_links_files(data_cfg):
         fingerprint = _phrasebook_fingerprint(data_cfg)
     else:
         loaded = read_corpus(data_cfg)

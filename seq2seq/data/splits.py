@@ -73,7 +73,7 @@ def encode_corpus_split(data_cfg, tokenizer: Tokenizer, split: str) -> EncodedSp
     Raises:
         CorpusError: the corpus has no such split, or the split has no pairs.
     """
-    corpus = read_corpus(data_cfg).splits
+    corpus = read_corpus(data_cfg, links_for=(split,)).splits
     if split not in corpus:
         raise CorpusError(
             f"split={split}: no such split; the corpus has {', '.join(corpus)}"
