@@ -18,8 +18,10 @@ attention (the step that predicts each word, pieces regrouped as in
 lab keeps and the product breaks toward the first word).
 
 Each row picks its best readout on the validation split only and scores that one pick
-on the test split, next to the test AER of argmax grow-diag-final-and. Unsupervised:
-the gold is read only to score. Usage::
+on the test split, next to the test AER of argmax grow-diag-final-and. ``--subsets``
+also scores ``geometric`` for the mean of every non-empty subset of the pairs on
+validation, and the best subset once on test. Unsupervised: the gold is read only to
+score. Usage::
 
     python scripts/symmetrize_lab.py bahdanau=EN_FR.pt,FR_EN.pt luong_dot=A.pt,B.pt ...
 """
@@ -27,11 +29,12 @@ the gold is read only to score. Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import numpy as np
 
 from seq2seq.alignment.links import Link, aer, parse_pharaoh
-from seq2seq.alignment.symmetrize import RULES, transpose
+from seq2seq.alignment.symmetrize import RULES, geometric, transpose
 from seq2seq.alignment.twoway import swapped
 from seq2seq.alignment.words import is_special, merge_subwords, regroup
 from seq2seq.data.splits import EncodedSplit, encode_corpus_split
@@ -127,9 +130,41 @@ def mean_of(mats: list) -> list:
     ]
 
 
+def geometric_aer(mats: dict, names: list[str], split: str) -> float:
+    """AER of ``symmetrize=geometric`` over the mean of the ``names`` pairs."""
+    fwd = mean_of([mats[n, split][0] for n in names])
+    rev = mean_of([mats[n, split][1] for n in names])
+    alignment = mats[names[0], split][2]
+    keep = [
+        k
+        for k, (a, b) in enumerate(zip(fwd, rev, strict=True))
+        if a is not None and b is not None
+    ]
+    gold = [parse_pharaoh(alignment[k]) for k in keep]
+    links = [geometric(fwd[k], rev[k].T) for k in keep]
+    return aer(links, [s for s, _ in gold], [p for _, p in gold])
+
+
+def subsets(mats: dict, names: list[str]) -> None:
+    """Every non-empty subset's ``geometric`` AER on validation; the best on test."""
+    scored = sorted(
+        (geometric_aer(mats, list(sub), "validation"), sub)
+        for r in range(1, len(names) + 1)
+        for sub in itertools.combinations(names, r)
+    )
+    print(f"\n{len(scored)} subsets, geometric, validation AER (best five):")
+    for value, sub in scored[:5]:
+        print(f"  {100 * value:.2f}%  {' + '.join(sub)}")
+    best = list(scored[0][1])
+    print(
+        f"best on validation, on test: {100 * geometric_aer(mats, best, 'test'):.2f}%"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("pairs", nargs="+", help="NAME=FORWARD.pt,REVERSE.pt")
+    parser.add_argument("--subsets", action="store_true", help="score every subset")
     args = parser.parse_args()
     pairs = {}
     for item in args.pairs:
@@ -159,6 +194,8 @@ def main() -> None:
             f"| {name} | {best} | {100 * valid[best]:.1f}% | "
             f"{100 * default:.1f}% | {100 * test[best]:.1f}% |"
         )
+    if args.subsets:
+        subsets(mats, list(pairs))
 
 
 if __name__ == "__main__":

@@ -101,3 +101,21 @@ def test_unknown_group_option_fails():
 
 def test_config_dir_is_the_repositorys():
     assert Path(__file__).resolve().parent.parent / "configs" == CONFIG_DIR
+
+
+def test_evaluate_adds_a_gold_links_file_to_the_checkpoint_corpus():
+    """seq2seq-evaluate data.alignments.test=FILE: AER on a corpus the checkpoint was
+    trained without links for, even from a checkpoint saved before the field."""
+    from seq2seq.cli.evaluate import corpus_settings
+    from seq2seq.config import DataConfig
+
+    cfg = _compose("evaluate", ["checkpoint=x.pt", "data.alignments.test=gold.txt"])
+    fields = OmegaConf.to_container(
+        OmegaConf.structured(DataConfig()), enum_to_str=True
+    )
+    saved = OmegaConf.create({k: v for k, v in fields.items() if k != "alignments"})
+    data = corpus_settings(saved, cfg.data)
+    assert data.alignments.test == "gold.txt" and data.name == "phrasebook"
+    assert "alignments" not in corpus_settings(
+        saved, _compose("evaluate", ["checkpoint=x.pt"]).data
+    )
