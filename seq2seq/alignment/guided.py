@@ -3,9 +3,10 @@
 Chen et al. (2016), "Guided Alignment Training for Topic-Aware Neural Machine
 Translation": the training loss gets a second term, the cross-entropy between the
 attention row of each target piece and the gold alignment of its word, spread evenly
-over the pieces of the linked source words. Used when a corpus carries gold links
-(the phrasebook's ``alignment`` column): unsupervised attention runs a word ahead in
-reordered phrases (docs/results.md, AER), supervised attention aligns.
+over the pieces of the linked source words. Used when the training split carries
+links: the phrasebook's gold, or a file (``data.alignments.train``) of another
+aligner's links or of ``seq2seq-align``'s own. Unsupervised attention runs a word
+ahead in reordered phrases (docs/results.md, AER), guided attention aligns.
 
 Row ``t`` of the gold matches the attention row that *predicts* target piece ``t``
 (the ``argmax`` readout of ``error.py``). Target words without links, the

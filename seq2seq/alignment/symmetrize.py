@@ -23,7 +23,7 @@ aligners combine both directions (Och & Ney 2003; Koehn et al. 2003):
   and every source word to its best target word, and the two link sets united. A link
   survives only where *both* models put weight, yet a word may keep several links
   (a column's best and a row's best). On the phrasebook it beats the three link rules
-  by 4–7 points of AER (docs/results.md, "Symmetrized alignments").
+  for every model pair (docs/results.md, "Symmetrized alignments").
 
 The link rules take ``forward`` (the source→target model's links) and ``reverse``
 (the target→source model's links already transposed into ``(source, target)`` order:

@@ -71,20 +71,13 @@ def two_way_links(
             out.append(None)
             continue
         if shifted:
-            out.append(
-                TwoWay(
-                    there.shifted,
-                    transpose(home.shifted),
-                    there.shifted_matrix,
-                    home.shifted_matrix.T,
-                )
+            fwd, rev = (
+                (there.shifted, there.shifted_matrix),
+                (home.shifted, home.shifted_matrix),
             )
         else:
-            out.append(
-                TwoWay(
-                    there.argmax, transpose(home.argmax), there.matrix, home.matrix.T
-                )
-            )
+            fwd, rev = (there.argmax, there.matrix), (home.argmax, home.matrix)
+        out.append(TwoWay(fwd[0], transpose(rev[0]), fwd[1], rev[1].T))
     return out
 
 
