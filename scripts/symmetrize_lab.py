@@ -14,8 +14,9 @@ attention (the step that predicts each word, pieces regrouped as in
   every target word within ``α`` of its column's best, and those two link sets are
   combined by the same rules.
 
-``geo 1.0 union`` is what ``symmetrize=geometric`` computes (up to ties, which the
-lab keeps and the product breaks toward the first word).
+``geo 1.0 union`` is what ``symmetrize=geometric`` computes, but for ties (the lab
+keeps them all, the product the first word) and all-zero rows or columns (the lab links
+every word there, the product none).
 
 Each row picks its best readout on the validation split only and scores that one pick
 on the test split, next to the test AER of argmax grow-diag-final-and. ``--subsets``
