@@ -287,3 +287,48 @@ def test_logits_for_the_target_rows_only(attention, style, feeding, sampling):
     assert_close(part_loss, full_loss)
     for g, r in zip(part_grads, full_grads, strict=True):
         assert_close(g, r)
+
+
+@pytest.mark.parametrize(
+    ("attention", "style", "feeding"),
+    [
+        (att, style, feeding)
+        for att in ("bahdanau", "luong_general", "multihead", "none")
+        for style, feeding in (("bahdanau", False), ("luong", False), ("luong", True))
+    ],
+)
+def test_search_step_equals_reference_step_for_beams(attention, style, feeding):
+    """Three beams per source: the context's shares come from the sources' projected
+    values (one weighted read each), the embeddings' from the tables."""
+    model = _model(tiny_config(attention, style, feeding))
+    dec, (src, lengths, mask, _) = model.decoder, tiny_batch()
+    torch.manual_seed(1)
+    with torch.inference_mode():
+        state = model.init_state(model.encode(src, lengths, mask))
+        state = state.select_beams(torch.arange(3).repeat_interleave(3))
+        for _ in range(3):
+            prev = torch.randint(4, V_TGT, (9,))
+            feat, fast, att = dec.search_features(prev, state)
+            want, ref, ref_att = dec.reference_step(dec.embed(prev), state)
+            assert_close(feat, want)
+            assert_close(fast.hidden, ref.hidden)
+            assert_close(att.weights, ref_att.weights)
+            state = fast
+    projected = state.keys.projected
+    assert (projected is not None) == (attention in ("bahdanau", "luong_general"))
+
+
+@pytest.mark.parametrize("style", ["bahdanau", "luong"])
+def test_search_tables_follow_the_weights(style):
+    model = _model(tiny_config("bahdanau", style))
+    dec, (src, lengths, mask, _) = model.decoder, tiny_batch()
+    prev = torch.full((3,), BOS_ID)
+    for _ in range(2):
+        with torch.inference_mode():
+            state = model.init_state(model.encode(src, lengths, mask))
+            feat, *_ = dec.search_features(prev, state)
+            want, *_ = dec.reference_step(dec.embed(prev), state)
+        assert_close(feat, want)
+        with torch.no_grad():  # as an optimizer step would
+            dec.feature.bias.add_(1.0)
+            dec.embedding.weight.mul_(2.0)

@@ -142,10 +142,12 @@ def greedy_search(
             tokens.append(_scatter_rows((prev,), active, b, PAD_ID)[0])
             rows.append(_scatter_rows((weights.float(),), active, b, 0.0)[0])
             ended = (prev == EOS_ID) | (lengths[active] >= limits[active])
-            if bool(ended.all()):
+            n_ended = int(ended.sum())
+            if n_ended == ended.numel():
                 break
-            keep = (~ended).nonzero().squeeze(1)
-            state, prev, active = state.select(keep), prev[keep], active[keep]
+            if n_ended:  # none ended: the state stays as it is, without copies
+                keep = (~ended).nonzero().squeeze(1)
+                state, prev, active = state.select(keep), prev[keep], active[keep]
         all_tokens = torch.stack(tokens, dim=1).tolist()  # (B, T)
         attention = torch.stack(rows, dim=1).cpu()  # (B, T, S)
         hyps = []

@@ -40,10 +40,13 @@ class Keys(NamedTuple):
     values: Tensor
     keys: Tensor
     mask: Tensor
+    # ``values`` through the decoder's weights that read the context ``(B, S, P)``,
+    # set by its search step in beam search (model/decoder.py), None until then
+    projected: Tensor | None = None
 
     def select(self, index: Tensor) -> Keys:
         """Rows ``index`` (``(B',)`` long) of the batch: reorder or expand beams."""
-        return Keys(*(t.index_select(0, index) for t in self))
+        return Keys(*(t if t is None else t.index_select(0, index) for t in self))
 
 
 class AttentionOutput(NamedTuple):

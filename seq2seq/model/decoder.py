@@ -17,6 +17,7 @@ Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding si
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
@@ -283,9 +284,21 @@ class Decoder(nn.Module):
     ) -> tuple[Tensor, DecoderState, Tensor]:
         """prev_tokens ``(B,)`` → log_probs ``(B, V)`` (float32), new state, weights
         ``(B, S)``."""
-        feat, state, att = self.reference_step(self.embed(prev_tokens), state)
+        feat, state, att = self.search_features(prev_tokens, state)
         log_probs = F.log_softmax(self.output(feat).float(), dim=-1)
         return log_probs, state, att.weights
+
+    def search_features(
+        self, prev_tokens: Tensor, state: DecoderState
+    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        """The search's step before the output layer: ``reference_step`` on the
+        embedded tokens. Both styles compute it with fewer FLOPs at inference in fp32
+        (equal up to float rounding, tests/test_decoder.py): the embedding's shares
+        of the first GRU layer's gates (and of Bahdanau's deep output) are rows of
+        tables over the vocabulary (``_SearchTables``, built once per weights
+        version), and in beam search the context's shares are the sources' values
+        projected once and mixed by each beam's weights (``_context_share``)."""
+        return self.reference_step(self.embed(prev_tokens), state)
 
 
 class BahdanauDecoder(Decoder):
@@ -326,6 +339,35 @@ class BahdanauDecoder(Decoder):
         feat = self._deep_output(out[:, 0], att.context, emb)
         return feat, DecoderState(hidden, state.feed, state.keys), att
 
+    def search_features(
+        self, prev_tokens: Tensor, state: DecoderState
+    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        """``reference_step`` from the search tables (``_SearchTables``): attend with
+        s_{t-1}; the GRU's input gates and the deep output's input are the token's
+        table rows plus the context's shares."""
+        if not _fast_search(self, prev_tokens):
+            return super().search_features(prev_tokens, state)
+        tables = _search_tables(self)
+        att = attend_step(self.attention, state.hidden[-1], state.keys)
+        ctx, keys = _context_share(att, state.keys, tables.w_ctx, prev_tokens.size(0))
+        gates = 3 * self.hidden_size
+        gi = tables.gates.index_select(0, prev_tokens) + ctx[:, :gates]
+        hidden = tables.gru.step_gates(gi, list(state.hidden.unbind(0)))
+        pre = tables.base.index_select(0, prev_tokens) + ctx[:, gates:]
+        feat = torch.tanh(torch.addmm(pre, hidden[-1], tables.w_state))
+        return feat, DecoderState(torch.stack(hidden), state.feed, keys), att
+
+    def _search_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        """W_o [s; c; e] + b_o: the embedding's share per token with the bias
+        ``(V, H)``, the context's columns beside the GRU's ``(3H + H, C)``, the
+        state's columns transposed ``(H, H)``."""
+        h, c = self.hidden_size, self.attention.context_size
+        w_o, w_ih = self.feature.weight, self.rnn.weight_ih_l0  # (H, H + C + E)
+        emb = self.embedding.weight
+        base = F.linear(emb, w_o[:, h + c :], self.feature.bias)
+        w_ctx = torch.cat([w_ih[:, emb.size(1) :], w_o[:, h : h + c]])
+        return base, w_ctx, w_o[:, :h].t()
+
     def fast_features(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -344,6 +386,73 @@ class BahdanauDecoder(Decoder):
             outs.append(att)
         s, context = torch.stack(tops, dim=1), torch.stack(contexts, dim=1)
         return (self._deep_output(s, context, emb), *_stack(outs))
+
+
+class _SearchTables(NamedTuple):
+    """A decoder's weights rearranged for its ``search_features``; ``version``: the
+    weights they were built from (pointer and in-place version of each)."""
+
+    version: tuple
+    gates: Tensor  # (V, 3H): W_ie e_v + b_i, the first GRU layer's input gates
+    gru: StackedGRU
+    base: Tensor  # Bahdanau (V, H): W_oe e_v + b_o; Luong (H,): the bias of W_c
+    w_ctx: Tensor  # the context's columns: (3H + H, C) Bahdanau, (H, C) Luong
+    w_state: Tensor  # (H, H), transposed: the state's columns of W_o / W_c
+
+
+# One table set per decoder, dropped with it (a weak key, so copies never share one).
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _fast_search(dec: Decoder, tokens: Tensor) -> bool:
+    """Whether ``search_features`` may use the tables: inference in fp32 (training,
+    autograd and autocast take ``reference_step`` itself)."""
+    autocast = torch.is_autocast_enabled(tokens.device.type)
+    return not (dec.training or torch.is_grad_enabled() or autocast)
+
+
+def _search_tables(dec: Decoder) -> _SearchTables:
+    """The decoder's tables, rebuilt when a weight changed (an optimizer step or a
+    loaded state dict bumps its version): matmuls over the vocabulary, once."""
+    params = (
+        dec.embedding.weight,
+        dec.rnn.weight_ih_l0,
+        dec.rnn.bias_ih_l0,
+        dec.feature.weight,
+        dec.feature.bias,
+    )
+    version = tuple((p.data_ptr(), p._version) for p in params)
+    cached = _TABLES.get(dec)
+    if cached is not None and cached.version == version:
+        return cached
+    emb = dec.embedding.weight  # eval: embed() is the lookup
+    w_ie = dec.rnn.weight_ih_l0[:, : emb.size(1)]
+    tables = _SearchTables(
+        version,
+        F.linear(emb, w_ie, dec.rnn.bias_ih_l0),
+        StackedGRU(dec.rnn, emb.size(1), training=False),
+        *dec._search_weights(),
+    )
+    _TABLES[dec] = tables
+    return tables
+
+
+def _context_share(
+    att: AttentionOutput, keys: Keys, w_ctx: Tensor, rows: int
+) -> tuple[Tensor, Keys]:
+    """``W c`` for every row ``(rows, ·)``, and the keys (with ``projected`` set).
+    With g > 1 hypotheses per source (beam search) and one weighted read per source
+    (not multi-head), ``W c = Σ_j α_j (W v_j)``: each source's values are projected
+    once and mixed by its beams' weights, instead of K contexts projected per step."""
+    sources = keys.mask.size(0)
+    single_read = att.head_weights is None and att.context.size(-1) > 0
+    if rows == sources or not single_read:
+        return F.linear(att.context, w_ctx), keys
+    if keys.projected is None:
+        keys = keys._replace(projected=F.linear(keys.values, w_ctx))  # (B, S, ·)
+    weights = att.weights.view(sources, rows // sources, -1)
+    mixed = torch.bmm(weights.to(keys.projected.dtype), keys.projected)
+    return mixed.flatten(0, 1), keys
 
 
 class LuongDecoder(Decoder):
@@ -410,6 +519,32 @@ class LuongDecoder(Decoder):
         feat, att = self._attentional(out[:, 0], state.keys, *self._split_feature())
         feed = feat if self.input_feeding else state.feed
         return feat, DecoderState(hidden, feed, state.keys), att
+
+    def search_features(
+        self, prev_tokens: Tensor, state: DecoderState
+    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        """``reference_step`` from the search tables (``_SearchTables``): the GRU's
+        input gates are the token's table row (plus h̃_{t-1} with input feeding);
+        attend with h_t; h̃_t = tanh(W_h h_t + b + the context's share)."""
+        if not _fast_search(self, prev_tokens):
+            return super().search_features(prev_tokens, state)
+        tables = _search_tables(self)
+        gi = tables.gates.index_select(0, prev_tokens)
+        hidden = tables.gru.step(gi, state.feed, list(state.hidden.unbind(0)))
+        att = attend_step(self.attention, hidden[-1], state.keys)
+        pre, keys = torch.addmm(tables.base, hidden[-1], tables.w_state), state.keys
+        if att.context.size(-1):
+            ctx, keys = _context_share(att, keys, tables.w_ctx, prev_tokens.size(0))
+            pre = pre + ctx
+        feat = torch.tanh(pre)
+        feed = feat if self.input_feeding else state.feed
+        return feat, DecoderState(torch.stack(hidden), feed, keys), att
+
+    def _search_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        """W_c [c; h] + b: the bias ``(H,)``, the context's columns ``(H, C)``, the
+        state's columns transposed ``(H, H)``."""
+        w, c = self.feature.weight, self.attention.context_size
+        return self.feature.bias, w[:, :c], w[:, c:].t()
 
     def fast_features(
         self, emb: Tensor, state: DecoderState

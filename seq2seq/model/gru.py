@@ -77,6 +77,10 @@ class StackedGRU:
         ``L × (B, H)`` → the new hidden states ``L × (B, H)`` (the last is the
         output)."""
         gi = gi_emb if self.w_ix is None else torch.addmm(gi_emb, extra, self.w_ix)
+        return self.step_gates(gi, hidden)
+
+    def step_gates(self, gi: Tensor, hidden: list[Tensor]) -> list[Tensor]:
+        """``step`` from the first layer's whole input gates ``gi`` ``(B, 3H)``."""
         out = []
         for k, h in enumerate(hidden):
             if k > 0:
