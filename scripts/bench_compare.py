@@ -34,9 +34,19 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
   ``beam5_best_vs_opennmt=`` (decoding sent/s against OpenNMT-py's) appended; the
   line before it is fp32's, the peers' precision.
 
+- ``--race CKPT …``: the decoding race on trained models instead. Our checkpoints
+  (the reference model trained for the peers' budget, a recipe's model) decode with
+  their default settings (``Translator.translate``, fresh processes), the peers'
+  models of ``run.py bleu … --budget`` with their CLIs, ``--peer-batch`` sentences a
+  batch; ``--rounds`` alternate them. The table gives sent/s, BLEU and words per
+  search; the last line is the first checkpoint's ratios against OpenNMT-py and
+  JoeyNMT (``n/a`` for a peer without a model).
+
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py            # all
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --no-peers # ours only
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --steps 600  # decoding
+    flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --race \\
+        runs/race_ref/checkpoints/best.pt --rounds 3                  # trained models
 """
 
 from __future__ import annotations
@@ -321,8 +331,11 @@ def peer_checkpoint(tk: str, run: Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
-def peer_decode_cmd(tk: str, run: Path, ckpt: Path, beam: int, src: Path) -> list:
-    """The peer's own CLI decoding ``src.de`` (pieces) into ``run/hyp<beam>``."""
+def peer_decode_cmd(
+    tk: str, run: Path, ckpt: Path, beam: int, src: Path, batch: int = 64
+) -> list:
+    """The peer's own CLI decoding ``src.de`` (pieces) into ``run/hyp<beam>``, in
+    batches of ``batch`` sentences."""
     venv = PEERS_ROOT / "venvs" / tk / "bin"
     if tk == "onmt":
         return [
@@ -336,7 +349,7 @@ def peer_decode_cmd(tk: str, run: Path, ckpt: Path, beam: int, src: Path) -> lis
             "-beam_size",
             beam,
             "-batch_size",
-            64,
+            batch,
             "-max_length",
             100,
             "-gpu",
@@ -345,6 +358,7 @@ def peer_decode_cmd(tk: str, run: Path, ckpt: Path, beam: int, src: Path) -> lis
     cfg = (run / "config.yaml").read_text()
     cfg = cfg.replace("testing:\n", f'testing:\n    load_model: "{ckpt}"\n', 1)
     cfg = cfg.replace("beam_size: 1 ", f"beam_size: {beam} ")
+    cfg = cfg.replace("batch_size: 64", f"batch_size: {batch}")
     # joeynmt test decodes its dev and test sets: both are ``src`` here
     for split in ("valid", "test"):
         cfg = cfg.replace(f'"{DATA}/{split}.sp"', f'"{src}"')
@@ -360,7 +374,9 @@ def peer_decode_cmd(tk: str, run: Path, ckpt: Path, beam: int, src: Path) -> lis
     ]
 
 
-def peer_decode(tk: str, run: Path, beam: int) -> tuple[float | None, dict | None]:
+def peer_decode(
+    tk: str, run: Path, beam: int, batch: int = 64
+) -> tuple[float | None, dict | None]:
     """Sentences/s of the peer's own CLI on the validation set, and the quality of
     its output. The CLI's start-up (Python, imports, model load) is timed on a
     one-sentence file and subtracted, so the figure is its decoding alone."""
@@ -375,10 +391,11 @@ def peer_decode(tk: str, run: Path, beam: int) -> tuple[float | None, dict | Non
     refs = (DATA / "valid.en").read_text().splitlines()
     try:
         start_up = timed_cmd(
-            peer_decode_cmd(tk, run, ckpt, beam, one), run / f"decode{beam}_one.log"
+            peer_decode_cmd(tk, run, ckpt, beam, one, batch),
+            run / f"decode{beam}_one.log",
         )
         full = timed_cmd(
-            peer_decode_cmd(tk, run, ckpt, beam, DATA / "valid.sp"),
+            peer_decode_cmd(tk, run, ckpt, beam, DATA / "valid.sp", batch),
             run / f"decode{beam}.log",
         )
     except subprocess.CalledProcessError as err:
@@ -431,6 +448,119 @@ def peers_available() -> bool:
         all((venvs / v / "bin/python").exists() for v in ("joey", "onmt"))
         and (DATA / "train.sp.en").exists()
     )
+
+
+# ---------------------------------------------------------------- the decoding race
+RACE_SEARCHES = (("greedy", 1, None), ("beam5", 5, None), ("beam5_best", 5, "best"))
+
+
+def own_decode(checkpoint: Path, beam: int, stop: str | None, threads: int):
+    """Sentences/s of ``Translator.translate`` (tokenize, batch, search, detokenize)
+    over the checkpoint's validation split, with its default settings (batch budget,
+    stop rule, length limits) but ``beam`` and ``stop``; the quality of the output."""
+    from seq2seq.data.splits import encode_corpus_split
+    from seq2seq.decoding.translator import Translator
+
+    torch.set_num_threads(threads)
+    tr = Translator.from_checkpoint(checkpoint, device="cpu", beam_size=beam, stop=stop)
+    split = encode_corpus_split(tr.config.data, tr.tokenizer, "validation")
+    tr.translate(split.src_text[:64])  # warm-up: allocator, oneDNN caches
+    t0 = time.perf_counter()
+    texts = tr.translate(split.src_text)
+    rate = len(texts) / (time.perf_counter() - t0)
+    return rate, quality(texts, split.tgt_text), tr.step, tr.batch_tokens
+
+
+def race(args) -> None:
+    """Decode trained models of each system on the 1,014 validation sentences: ours
+    (``--race`` checkpoints, default settings) and the peers' models of ``run.py bleu
+    … --budget`` (their CLIs, ``--peer-batch`` sentences per batch). The systems
+    alternate within each of ``--rounds`` rounds; speeds are medians."""
+    att = "bahdanau" if args.attention == "bahdanau" else "luong"
+    systems: dict[str, dict] = {}
+    for ckpt in args.race:
+        systems[f"seq2seq {ckpt.parent.parent.name}"] = {"ckpt": ckpt}
+    for tk, name in (("joey", "joeynmt"), ("onmt", "opennmt")):
+        run = PEERS_ROOT / f"runs/{tk}_{att}_bleu{args.budget}s"
+        ckpt = peer_checkpoint(tk, run) if run.exists() else None
+        if ckpt is None:
+            print(
+                f"{name}: no model under {run} (python3 run.py bleu {tk} "
+                f"--budget {args.budget})",
+                file=sys.stderr,
+            )
+            continue
+        systems[name] = {"tk": tk, "run": run, "ckpt": ckpt}
+    for _ in range(args.rounds):
+        for sysm in systems.values():
+            for search, beam, stop in RACE_SEARCHES:
+                if "tk" in sysm:
+                    if stop is not None:
+                        continue  # the peers' one beam search is theirs, stop=best
+                    rate, q = peer_decode(
+                        sysm["tk"], sysm["run"], beam, args.peer_batch
+                    )
+                    sysm["batch"] = f"{args.peer_batch} sentences"
+                    sysm["steps"] = int("".join(filter(str.isdigit, sysm["ckpt"].stem)))
+                else:
+                    cmd = [
+                        sys.executable,
+                        __file__,
+                        "--own-decode",
+                        sysm["ckpt"],
+                        "--beam",
+                        beam,
+                        "--stop",
+                        stop or "",
+                        "--threads",
+                        args.threads,
+                    ]
+                    out = subprocess.run(
+                        list(map(str, cmd)), check=True, capture_output=True, text=True
+                    )
+                    rate, q, sysm["steps"], budget = json.loads(
+                        out.stdout.splitlines()[-1]
+                    )
+                    sysm["batch"] = f"{budget} tokens"
+                sysm.setdefault(f"{search}_rates", []).append(rate)
+                sysm[f"{search}_quality"] = q
+    print(f"race: {args.rounds} rounds, {args.threads} threads, validation")
+    print(race_report(systems, f"seq2seq {args.race[0].parent.parent.name}"))
+
+
+def race_report(systems: dict[str, dict], ours: str) -> str:
+    """The race's table (median sent/s over rounds, BLEU, words per search), then its
+    last line: system ``ours``'s decoding ratios against OpenNMT-py and JoeyNMT
+    (``n/a`` where a peer has no model)."""
+    lines = [
+        "| system | steps | batch | "
+        + " | ".join(f"{s} sent/s | {s} BLEU | {s} words" for s, *_ in RACE_SEARCHES)
+        + " |",
+        "|---" * (3 + 3 * len(RACE_SEARCHES)) + "|",
+    ]
+    for name, sysm in systems.items():
+        row = f"| {name} | {fmt(sysm.get('steps'))} | {sysm.get('batch')} |"
+        for search, *_ in RACE_SEARCHES:
+            rates = [r for r in sysm.get(f"{search}_rates", []) if r is not None]
+            sysm[f"{search}_sent_s"] = statistics.median(rates) if rates else None
+            q = sysm.get(f"{search}_quality") or {}
+            row += (
+                f" {fmt(sysm[f'{search}_sent_s'], '.1f')} |"
+                f" {fmt(q.get('bleu'), '.2f')} | {fmt(q.get('words'), '.2f')} |"
+            )
+        lines.append(row)
+    lines.append(
+        " ".join(
+            f"{search}_vs_{peer}="
+            + fmt(
+                decoding_ratio(systems[ours], systems.get(peer, {}), search, theirs),
+                ".2f",
+            )
+            for peer in ("opennmt", "joeynmt")
+            for search, theirs in DECODING_VS_PEERS
+        )
+    )
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- main
@@ -552,8 +682,28 @@ def main() -> None:
         help="save our trained models there (seq2seq-<precision>.pt state dicts)",
     )
     p.add_argument("--no-peers", action="store_true")
+    p.add_argument(
+        "--race",
+        type=Path,
+        nargs="+",
+        metavar="CKPT",
+        help="the decoding race: these trained checkpoints (the first one makes the "
+        "last line) against the peers' models of run.py bleu --budget",
+    )
+    p.add_argument("--budget", type=int, default=1200, help="the peers' bleu runs (s)")
+    p.add_argument("--peer-batch", type=int, default=64, help="sentences per batch")
     p.add_argument("--worker", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
+    p.add_argument("--own-decode", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--stop", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.own_decode:
+        out = own_decode(args.own_decode, args.beam, args.stop or None, args.threads)
+        print(json.dumps(out))
+        return
+    if args.race:
+        race(args)
+        return
     if args.worker:
         extra = {"attention": args.attention, "precision": args.worker}
         print(json.dumps(worker(args) | extra))

@@ -44,3 +44,34 @@ def test_decoding_ratios_against_opennmt_pair_each_search_with_theirs():
     pairs = bench.DECODING_VS_PEERS
     assert [bench.decoding_ratio(ours, onmt, a, b) for a, b in pairs] == [1.5, 1.5, 2.0]
     assert bench.decoding_ratio(ours, {}, "greedy", "greedy") is None  # peer not run
+
+
+def test_race_report_takes_medians_and_ends_with_the_ratios():
+    ours = {
+        "steps": 2529,
+        "batch": "4096 tokens",
+        "greedy_rates": [400.0, 420.0, 380.0],
+        "beam5_rates": [90.0, 60.0, 75.0],
+        "beam5_best_rates": [100.0],
+        "greedy_quality": {"bleu": 36.9, "words": 12.3},
+    }
+    onmt = {"steps": 2800, "greedy_rates": [200.0, 250.0], "beam5_rates": [50.0]}
+    report = bench.race_report({"seq2seq ref": ours, "opennmt": onmt}, "seq2seq ref")
+    rows = report.splitlines()
+    assert rows[2].startswith("| seq2seq ref | 2,529 | 4096 tokens | 400.0 | 36.90 |")
+    assert "| opennmt | 2,800 | None | 225.0 |" in rows[3]  # median of two rounds
+    assert rows[-1] == (
+        "greedy_vs_opennmt=1.78 beam5_vs_opennmt=1.50 beam5_best_vs_opennmt=2.00 "
+        "greedy_vs_joeynmt=n/a beam5_vs_joeynmt=n/a beam5_best_vs_joeynmt=n/a"
+    )
+
+
+def test_peer_decoding_states_its_batch(tmp_path):
+    cmd = bench.peer_decode_cmd("onmt", tmp_path, tmp_path / "m.pt", 5, tmp_path, 128)
+    assert cmd[cmd.index("-batch_size") + 1] == 128
+    (tmp_path / "config.yaml").write_text(
+        "testing:\n    beam_size: 1 \n    batch_size: 64\n"
+    )
+    bench.peer_decode_cmd("joey", tmp_path, tmp_path / "1.ckpt", 5, tmp_path, 128)
+    cfg = (tmp_path / "test5.yaml").read_text()
+    assert "beam_size: 5" in cfg and "batch_size: 128" in cfg and "1.ckpt" in cfg
