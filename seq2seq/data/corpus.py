@@ -81,9 +81,8 @@ def read_corpus(cfg: DataConfig, links_for: Sequence[str] = SPLITS) -> LoadedCor
         raise CorpusError(f"data.name={name} needs data.local_dir (a folder)")
     else:
         columns = _from_folder(Path(cfg.local_dir), cfg.src_lang, cfg.tgt_lang)
-    files = getattr(cfg, "alignments", None)  # None in checkpoints from before it
-    for split in links_for:
-        path = getattr(files, split, None) if files is not None else None
+    for split in links_for:  # checkpoints' configs are merged onto the schema
+        path = getattr(cfg.alignments, split)
         if path:
             cols = columns[split]
             cols["alignment"] = read_links_file(path, cols["src"], cols["tgt"], split)

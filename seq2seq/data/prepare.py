@@ -97,8 +97,7 @@ def _phrasebook_fingerprint(data_cfg: Any) -> str:
 def _has_links_files(data_cfg: Any) -> bool:
     """Whether ``data.alignments`` names a file: then the links are content that the
     phrasebook's settings do not determine, and the corpus is fingerprinted."""
-    files = getattr(data_cfg, "alignments", None)  # None in older checkpoints
-    return files is not None and any(getattr(files, split, None) for split in SPLITS)
+    return any(getattr(data_cfg.alignments, split) for split in SPLITS)
 
 
 def _corpus_fingerprint(columns: dict[str, dict[str, list[str]]]) -> str:
