@@ -38,9 +38,11 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
   (the reference model trained for the peers' budget, a recipe's model) decode with
   their default settings (``Translator.translate``, fresh processes), the peers'
   models of ``run.py bleu … --budget`` with their CLIs, ``--peer-batch`` sentences a
-  batch; ``--rounds`` alternate them. The table gives sent/s, BLEU and words per
-  search; the last line is the first checkpoint's ratios against OpenNMT-py and
-  JoeyNMT (``n/a`` for a peer without a model).
+  batch, on ``--peer-repeat`` copies of the validation set (so that their decoding
+  outweighs the start-up subtracted from it); ``--rounds`` alternate them. The
+  table gives sent/s, BLEU and words per search; the last line is the first
+  checkpoint's ratios against OpenNMT-py and JoeyNMT (``n/a`` for a peer without a
+  model).
 
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py            # all
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --no-peers # ours only
@@ -375,11 +377,13 @@ def peer_decode_cmd(
 
 
 def peer_decode(
-    tk: str, run: Path, beam: int, batch: int = 64
+    tk: str, run: Path, beam: int, batch: int = 64, repeat: int = 1
 ) -> tuple[float | None, dict | None]:
-    """Sentences/s of the peer's own CLI on the validation set, and the quality of
-    its output. The CLI's start-up (Python, imports, model load) is timed on a
-    one-sentence file and subtracted, so the figure is its decoding alone."""
+    """Sentences/s of the peer's own CLI on the validation set (``repeat`` copies of
+    it in one file), and the quality of its output (the first copy). The CLI's
+    start-up (Python, imports, model load) is timed on a one-sentence file and
+    subtracted, so the figure is its decoding alone; ``repeat`` makes the decoding
+    outweigh the start-up, whose own noise otherwise moves the rate."""
     ckpt = peer_checkpoint(tk, run)
     if ckpt is None:
         return None, None
@@ -389,13 +393,19 @@ def peer_decode(
         Path(f"{one}.{lang}").write_text(first + "\n")
     copies = 1 if tk == "onmt" else 2  # joeynmt decodes the file twice
     refs = (DATA / "valid.en").read_text().splitlines()
+    src = DATA / "valid.sp"
+    if repeat > 1:
+        src = run / f"valid_x{repeat}.sp"
+        for lang in ("de", "en"):
+            text = (DATA / f"valid.sp.{lang}").read_text()
+            Path(f"{src}.{lang}").write_text(text * repeat)
     try:
         start_up = timed_cmd(
             peer_decode_cmd(tk, run, ckpt, beam, one, batch),
             run / f"decode{beam}_one.log",
         )
         full = timed_cmd(
-            peer_decode_cmd(tk, run, ckpt, beam, DATA / "valid.sp", batch),
+            peer_decode_cmd(tk, run, ckpt, beam, src, batch),
             run / f"decode{beam}.log",
         )
     except subprocess.CalledProcessError as err:
@@ -405,8 +415,9 @@ def peer_decode(
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(DATA / "spm.model"))
-    texts = [sp.decode_pieces(ln.split()) for ln in hyp.read_text().splitlines()]
-    rate = copies * len(refs) / max(full - start_up, 1e-9)
+    lines = hyp.read_text().splitlines()[: len(refs)]
+    texts = [sp.decode_pieces(ln.split()) for ln in lines]
+    rate = copies * repeat * len(refs) / max(full - start_up, 1e-9)
     return rate, quality(texts, refs)
 
 
@@ -498,7 +509,7 @@ def race(args) -> None:
                     if stop is not None:
                         continue  # the peers' one beam search is theirs, stop=best
                     rate, q = peer_decode(
-                        sysm["tk"], sysm["run"], beam, args.peer_batch
+                        sysm["tk"], sysm["run"], beam, args.peer_batch, args.peer_repeat
                     )
                     sysm["batch"] = f"{args.peer_batch} sentences"
                     sysm["steps"] = int("".join(filter(str.isdigit, sysm["ckpt"].stem)))
@@ -692,6 +703,12 @@ def main() -> None:
     )
     p.add_argument("--budget", type=int, default=1200, help="the peers' bleu runs (s)")
     p.add_argument("--peer-batch", type=int, default=64, help="sentences per batch")
+    p.add_argument(
+        "--peer-repeat",
+        type=int,
+        default=4,
+        help="the race: copies of the validation set in the peers' input file",
+    )
     p.add_argument("--worker", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
     p.add_argument("--own-decode", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
