@@ -1,14 +1,21 @@
-"""The de→en attention ablation: every attention × decoder style, input feeding on and
-off, and no attention at all, trained with the same recipe, budget and seeds.
+"""Ablations on Multi30k: one recipe, one budget, one row per design or lever.
+
+Two grids:
+- ``attention`` (the default): every attention × decoder style, input feeding on and
+  off, and no attention at all (de→en);
+- ``levers``: the regularization levers of the recipe, one at a time (subword sampling,
+  R-Drop, stronger dropout with word dropout), for any pair.
 
 Each row is one ``seq2seq-train`` command (printed, so any row can be rerun alone)
-followed by ``seq2seq-evaluate`` on the validation split, greedy and beam 5. Test sets
-are not used: the table compares designs, it does not pick a model. Results go to
-``<out>/ablation.md`` (a Markdown table, mean ± sd over seeds) and ``<out>/runs.jsonl``;
-finished runs are reused, so an interrupted ablation continues where it stopped.
+followed by ``seq2seq-evaluate`` on the validation split, greedy and beam 5 (with the
+recipe's length penalty). Test sets are not used: the table compares designs, it does
+not pick a model. Results go to ``<out>/ablation.md`` (a Markdown table, mean ± sd over
+seeds) and ``<out>/runs.jsonl``; finished runs are reused, so an interrupted ablation
+continues where it stopped.
 
     python scripts/ablation.py --minutes 4 --seeds 42 --out outputs/ablation
     python scripts/ablation.py --minutes 7 --rows 0 1 4 7 8 10 12   # a subset
+    python scripts/ablation.py --grid levers --experiment multi30k_en_de --epochs 6
     python scripts/ablation.py --dry-run          # print the commands only
 """
 
@@ -37,8 +44,26 @@ PARAMS = re.compile(r"model: ([\d,]+) parameters")
 STEPS = re.compile(r"training stopped \(\w+\) at step (\d+)")
 
 
-def grid() -> list[tuple[str, str, list[str]]]:
-    """(attention, decoder label, overrides) for every row of the table."""
+LEVERS = (  # (label, overrides): one lever each, against the recipe as it is
+    ("recipe", []),
+    (
+        "dropout 0.3, word dropout 0.1",
+        [
+            "model.emb_dropout=0.3",
+            "model.encoder.dropout=0.3",
+            "model.decoder.dropout=0.3",
+            "model.word_dropout=0.1",
+        ],
+    ),
+    ("subword sampling α 0.2", ["tokenizer.sampling_alpha=0.2"]),
+    ("R-Drop α 5", ["trainer.rdrop=5"]),  # two passes a step: twice the time
+)
+
+
+def grid(name: str = "attention") -> list[tuple[str, str, list[str]]]:
+    """(first column, second column, overrides) for every row of a grid's table."""
+    if name == "levers":
+        return [(label, " ".join(o) or "—", o) for label, o in LEVERS]
     rows = [
         (att, label, [f"model/attention={att}", *style])
         for att in ATTENTIONS
@@ -48,10 +73,21 @@ def grid() -> list[tuple[str, str, list[str]]]:
     return rows
 
 
+COLUMNS = {"attention": ("attention", "decoder"), "levers": ("lever", "overrides")}
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--grid", choices=sorted(COLUMNS), default="attention")
     p.add_argument("--experiment", default="multi30k_de_en_cpu30")
-    p.add_argument("--minutes", type=float, default=4.0, help="training budget per run")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--minutes", type=float, help="training budget per run (4)")
+    budget.add_argument(
+        "--epochs",
+        type=int,
+        help="train each run for this many epochs instead of a wall-clock budget "
+        "(levers that cost time per step are compared at equal data, not equal time)",
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[42])
     p.add_argument("--corpus", default=str(ROOT.parent / "shared/data/multi30k"))
     p.add_argument("--out", default="outputs/ablation")
@@ -63,7 +99,22 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("extra", nargs="*", help="more overrides for every run")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.minutes is None and args.epochs is None:
+        args.minutes = 4.0
+    return args
+
+
+def budget(args) -> list[str]:
+    """The overrides that end a run: a wall clock (the learning rate anneals within
+    it) or an epoch count (the cosine reaches its floor at the last epoch)."""
+    if args.epochs is not None:
+        return [f"trainer.max_epochs={args.epochs}", "trainer.max_minutes=null"]
+    return [f"trainer.max_minutes={args.minutes}"]
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "_", text.lower()).strip("_")
 
 
 def run(cmd: list[str], log: Path) -> str:
@@ -92,7 +143,12 @@ def evaluate(checkpoint: Path, beam: int, run_dir: Path) -> tuple[float, float]:
 
 
 def one_run(args, attention: str, label: str, overrides: list[str], seed: int) -> dict:
-    name = f"{attention}-{label.replace(' + ', '-').replace(' ', '_').lower()}-s{seed}"
+    if args.grid == "levers":
+        name = f"{slug(attention)}-s{seed}"
+    else:
+        name = (
+            f"{attention}-{label.replace(' + ', '-').replace(' ', '_').lower()}-s{seed}"
+        )
     run_dir = Path(args.out).resolve() / name
     result_file = run_dir / "result.json"
     if result_file.exists():
@@ -105,7 +161,7 @@ def one_run(args, attention: str, label: str, overrides: list[str], seed: int) -
         f"experiment={args.experiment}",
         f"data.local_dir={args.corpus}",
         *overrides,
-        f"trainer.max_minutes={args.minutes}",
+        *budget(args),
         f"trainer.seed={seed}",
         "evaluate_test=false",
         "trainer.progress=false",
@@ -145,27 +201,27 @@ def mean_sd(values: list[float], spec: str = ".1f") -> str:
 
 
 def table(results: list[dict], args) -> str:
+    budget = f"{args.epochs} epochs" if args.epochs else f"{args.minutes:g} minutes"
+    first, second = COLUMNS[args.grid]
     lines = [
-        f"Multi30k de→en validation BLEU (cased sacreBLEU), {args.minutes:g} minutes "
-        f"of training each, seeds {', '.join(map(str, args.seeds))}, "
-        f"`{args.experiment}`.",
+        f"Multi30k validation BLEU (cased sacreBLEU), {budget} of training each, "
+        f"seeds {', '.join(map(str, args.seeds))}, `{args.experiment}`.",
         "",
-        "| attention | decoder | parameters | steps | greedy BLEU | beam-5 BLEU "
-        "| beam-5 chrF |",
-        "|---|---|---|---|---|---|---|",
+        f"| {first} | {second} | parameters | steps | training minutes | greedy BLEU "
+        "| beam-5 BLEU | beam-5 chrF |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for attention, label, _ in grid():
-        rows = [
-            r for r in results if r["attention"] == attention and r["decoder"] == label
-        ]
+    for key, label, _ in grid(args.grid):
+        rows = [r for r in results if r["attention"] == key and r["decoder"] == label]
         if not rows:
             continue
         lines.append(
-            f"| {attention} | {label} | {rows[0]['params'] / 1e6:.2f} M "
-            f"| {mean_sd([r['steps'] for r in rows], '.0f')} | "
-            f"{mean_sd([r['greedy_bleu'] for r in rows])} | "
-            f"{mean_sd([r['beam5_bleu'] for r in rows])} | "
-            f"{mean_sd([r['beam5_chrf'] for r in rows])} |"
+            f"| {key} | {label} | {rows[0]['params'] / 1e6:.2f} M "
+            f"| {mean_sd([r['steps'] for r in rows], '.0f')} "
+            f"| {mean_sd([r['train_wall_s'] / 60 for r in rows], '.0f')} | "
+            f"{mean_sd([r['greedy_bleu'] for r in rows], '.2f')} | "
+            f"{mean_sd([r['beam5_bleu'] for r in rows], '.2f')} | "
+            f"{mean_sd([r['beam5_chrf'] for r in rows], '.2f')} |"
         )
     return "\n".join(lines)
 
@@ -173,7 +229,9 @@ def table(results: list[dict], args) -> str:
 def main() -> None:
     args = parse_args()
     results = []
-    rows = [row for i, row in enumerate(grid()) if not args.rows or i in args.rows]
+    rows = [
+        row for i, row in enumerate(grid(args.grid)) if not args.rows or i in args.rows
+    ]
     for seed in args.seeds:
         for attention, label, overrides in rows:
             result = one_run(args, attention, label, overrides, seed)
