@@ -263,6 +263,10 @@ class TrainerConfig:
     # other dropout masks, and the objective adds alpha/2 times the symmetric KL of
     # the two predictions to their mean cross-entropy (the paper's objective halved)
     rdrop: float = 0.0
+    # exponential moving average of the weights (0: off): validation, best.pt and every
+    # score use the average, which follows the trained weights with this decay after
+    # a warm-up (0.999 averages about the last thousand steps; training/ema.py)
+    ema_decay: float = 0.0
     clip_grad_norm: float | None = 5.0
     accumulate: int = 1
     log_every: int = 50

@@ -247,7 +247,8 @@ def check_trainer(cfg: Any, prefix: str = "trainer.") -> None:
     counts = ("guided_alignment", "rdrop", "alignment_samples", "keep_last")
     check_values(cfg, prefix, dict.fromkeys(positive, POSITIVE))
     check_values(cfg, prefix, dict.fromkeys(counts, NON_NEGATIVE))
-    rates = {"label_smoothing": RATE, "teacher_forcing.min_ratio": FRACTION}
+    rates = {"label_smoothing": RATE, "ema_decay": RATE}
+    rates["teacher_forcing.min_ratio"] = FRACTION
     check_values(cfg, prefix, rates)
     if cfg.resume_from is not None:
         _require_file(

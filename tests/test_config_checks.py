@@ -47,6 +47,7 @@ def _checked(command: str, *overrides: str) -> None:
         ("decode.length_penalty=-1", "decode.length_penalty=-1.0"),
         ("decode.coverage_penalty=-0.2", "decode.coverage_penalty=-0.2: must be >= 0"),
         ("trainer.rdrop=-1", "trainer.rdrop=-1.0: must be >= 0"),
+        ("trainer.ema_decay=1", "trainer.ema_decay=1.0: must be in [0, 1)"),
         ("trainer.max_steps=0", "trainer.max_steps=0: must be at least 1"),
         ("trainer.accumulate=0", "trainer.accumulate=0"),
         ("trainer.clip_grad_norm=0", "trainer.clip_grad_norm=0.0: must be > 0"),

@@ -66,6 +66,10 @@ def _resume_matches_uninterrupted(tmp_path: Path, *extra: str) -> Trainer:
         torch.testing.assert_close(
             resumed.model.state_dict()[name], weight, rtol=0, atol=0
         )
+    for name, weight in full.scored_model.state_dict().items():  # the average too
+        torch.testing.assert_close(
+            resumed.scored_model.state_dict()[name], weight, rtol=0, atol=0
+        )
     return full
 
 
@@ -80,6 +84,11 @@ def test_resumed_run_with_subword_sampling_continues_exactly(tmp_path):
     assert isinstance(full.sampler, SampledBucketSampler)
     cached = full.data.splits["train"]
     assert full.loader.dataset.current.src_ids != cached.src_ids
+
+
+def test_resumed_run_with_a_weight_average_continues_exactly(tmp_path):
+    full = _resume_matches_uninterrupted(tmp_path, "trainer.ema_decay=0.9")
+    assert full.ema.updates == 14
 
 
 def test_without_sampling_the_trainer_batches_the_cached_pieces(tmp_path):

@@ -119,7 +119,7 @@ def finish(trainer: Trainer, result: TrainResult) -> str:
     metrics = {"hparam/best_valid": result.progress.best_metric or 0.0}
     if result.best_checkpoint is not None:
         best = load_checkpoint(result.best_checkpoint, map_location=trainer.device)
-        trainer.model.load_state_dict(best["model"])
+        trainer.scored_model.load_state_dict(best["model"])
         lines.append(f"best checkpoint: {result.best_checkpoint} (step {best['step']})")
         # The run's decoding settings (validation may have decoded more cheaply).
         translator = trainer.translator.with_decoding(cfg.decode)

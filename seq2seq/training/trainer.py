@@ -44,6 +44,7 @@ from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import symmetric_kl, token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 from seq2seq.training.distributed import DistInfo, all_reduce_sum
+from seq2seq.training.ema import WeightAverage
 from seq2seq.training.optim import (
     build_optimizer,
     build_scheduler,
@@ -118,13 +119,19 @@ class Trainer:
         if self.tcfg.rdrop < 0:
             raise ConfigValueError(f"trainer.rdrop must be >= 0, got {self.tcfg.rdrop}")
         self.optimizer = build_optimizer(cfg.optim, self.model)
+        self.ema = (
+            WeightAverage(self.model, self.tcfg.ema_decay)
+            if self.tcfg.ema_decay
+            else None
+        )
         self.metric = Metric(self.tcfg.early_stopping_metric)
         self.step_sched, self.plateau, self.budget = build_scheduler(
             cfg.scheduler, self.optimizer, self.metric
         )
-        # Validation decodes through the model being trained (the same module).
+        # Validation decodes the scored weights: the model being trained (the same
+        # module), or the moving average of its weights.
         self.translator = Translator(
-            self.model,
+            self.scored_model,
             tok,
             device,
             self.amp_dtype,
@@ -178,12 +185,24 @@ class Trainer:
             return SampledGoldAttention(lambda: examples.current, self.data.tokenizer)
         return GoldAttention(self.data.splits["train"], self.data.tokenizer)
 
+    @property
+    def scored_model(self) -> Seq2Seq:
+        """The weights that validation decodes and checkpoints carry as ``model``."""
+        return self.ema.module if self.ema else self.model
+
     # ----------------------------------------------------------------- checkpoints
     def state(self) -> dict:
+        ema = {}
+        if self.ema:  # "model" is the average; training resumes from these
+            ema = {
+                "trained_model": self.model.state_dict(),
+                "ema_updates": self.ema.updates,
+            }
         return {
             "format": "seq2seq-checkpoint",
             "format_version": 1,
-            "model": self.model.state_dict(),
+            "model": self.scored_model.state_dict(),
+            **ema,
             "config": OmegaConf.to_container(self.cfg, resolve=True, enum_to_str=True),
             "tokenizer": self.data.tokenizer.to_bytes(),
             "optimizer": self.optimizer.state_dict(),
@@ -229,7 +248,12 @@ class Trainer:
                 f"{path} holds weights only, no training state (an average written by "
                 "seq2seq-average?): resume from the run's checkpoints/last.pt"
             )
-        self.model.load_state_dict(state["model"])
+        # With trainer.ema_decay, "model" is the average of "trained_model"'s weights;
+        # an average turned on at a resume starts from the trained weights.
+        trained = state.get("trained_model", state["model"])
+        self.model.load_state_dict(trained)
+        if self.ema:
+            self.ema.load(state["model"], state.get("ema_updates", 0))
         self.optimizer.load_state_dict(state["optimizer"])
         if self.step_sched and state["scheduler"]["step"]:
             self.step_sched.load_state_dict(state["scheduler"]["step"])
@@ -292,6 +316,8 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         if self.step_sched:
             self.step_sched.step()
+        if self.ema:
+            self.ema.update(self.model)
         return {
             "loss_sum": loss_sum,
             "tokens": total_tokens,
