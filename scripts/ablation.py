@@ -4,7 +4,8 @@ Two grids:
 - ``attention`` (the default): every attention × decoder style, input feeding on and
   off, and no attention at all (de→en);
 - ``levers``: the regularization levers of the recipe, one at a time (subword sampling,
-  R-Drop, stronger dropout with word dropout), for any pair.
+  R-Drop, stronger dropout with word dropout, a moving average of the weights), for
+  any pair.
 
 Each row is one ``seq2seq-train`` command (printed, so any row can be rerun alone)
 followed by ``seq2seq-evaluate`` on the validation split, greedy and beam 5 (with the
@@ -57,6 +58,7 @@ LEVERS = (  # (label, overrides): one lever each, against the recipe as it is
     ),
     ("subword sampling α 0.2", ["tokenizer.sampling_alpha=0.2"]),
     ("R-Drop α 5", ["trainer.rdrop=5"]),  # two passes a step: twice the time
+    ("weight average (EMA) 0.999", ["trainer.ema_decay=0.999"]),
 )
 
 

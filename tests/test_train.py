@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 from pathlib import Path
@@ -290,3 +291,29 @@ def test_subword_sampling_refuses_bpe_at_trainer_start(tmp_path):
         _trainer(
             tmp_path, "bpe", "tokenizer.model_type=bpe", "tokenizer.sampling_alpha=0.1"
         )
+
+
+def test_validation_decodes_the_weights_as_trained_not_as_first_decoded(tmp_path):
+    """Fused Adam (torch's CPU default) updates weights without bumping their
+    versions: validation after training steps must still decode the new weights,
+    exactly as a fresh copy of the model does."""
+    trainer = _trainer(
+        tmp_path,
+        "run",
+        "trainer.max_steps=12",
+        "trainer.valid_every=4",
+        "optim.lr=0.01",
+    )
+    trainer.fit()
+    split = trainer.data.splits["validation"]
+    fresh = Translator(
+        copy.deepcopy(trainer.model),
+        trainer.data.tokenizer,
+        trainer.device,
+        trainer.amp_dtype,
+        batch_tokens=trainer.translator.batch_tokens,
+        decode=trainer.translator.decode,
+    )
+    assert trainer.translator.detokenize(
+        trainer.translator.hypotheses(split)
+    ) == fresh.detokenize(fresh.hypotheses(split))

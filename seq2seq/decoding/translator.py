@@ -32,6 +32,7 @@ from seq2seq.decoding.ensemble import Ensemble
 from seq2seq.decoding.search import Hypothesis, translate_batch
 from seq2seq.errors import InputError
 from seq2seq.model.checkpoint import load_checkpoint
+from seq2seq.model.decoder import forget_search_tables
 from seq2seq.model.device import autocast, resolve_precision, select_device
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
@@ -188,6 +189,7 @@ class Translator:
     def search(self, split: EncodedSplit) -> list[list[Hypothesis]]:
         """Per pair of ``split``, in its order, the n-best hypotheses, best first."""
         self.model.eval()
+        forget_search_tables(self.model)  # the weights may have trained since
         out: list[list[Hypothesis] | None] = [None] * len(split)
         loader = make_loader(split, self.batch_tokens, shuffle=False, seed=0)
         for batch in loader:

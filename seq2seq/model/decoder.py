@@ -411,9 +411,22 @@ def _fast_search(dec: Decoder, tokens: Tensor) -> bool:
     return not (dec.training or torch.is_grad_enabled() or autocast)
 
 
+def forget_search_tables(model: nn.Module) -> None:
+    """Drop the search tables of every decoder in ``model``, so that the next search
+    builds them from the weights as they are now.
+
+    A weight's version catches a loaded state dict and most in-place changes, but
+    not all: torch's fused Adam (the CPU default) updates the weights without
+    bumping their versions. So whoever decodes after training steps calls this
+    first (``Translator.search`` does, once per call)."""
+    for module in model.modules():
+        _TABLES.pop(module, None)
+
+
 def _search_tables(dec: Decoder) -> _SearchTables:
-    """The decoder's tables, rebuilt when a weight changed (an optimizer step or a
-    loaded state dict bumps its version): matmuls over the vocabulary, once."""
+    """The decoder's tables (matmuls over the vocabulary, once per search call),
+    rebuilt when a weight's storage or version changed (``forget_search_tables``
+    covers the changes that keep both)."""
     params = (
         dec.embedding.weight,
         dec.rnn.weight_ih_l0,
