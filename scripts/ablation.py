@@ -100,7 +100,9 @@ def parse_args() -> argparse.Namespace:
         help="run only these rows of the grid (0-based, in --dry-run's order)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
-    p.add_argument("extra", nargs="*", help="more overrides for every run")
+    p.add_argument(
+        "extra", nargs="*", help="overrides for every run, before each row's own"
+    )
     args = p.parse_args()
     if args.minutes is None and args.epochs is None:
         args.minutes = 4.0
@@ -162,12 +164,12 @@ def one_run(args, attention: str, label: str, overrides: list[str], seed: int) -
         str(BIN / "seq2seq-train"),
         f"experiment={args.experiment}",
         f"data.local_dir={args.corpus}",
+        *args.extra,  # the base of every row: each row's own lever comes after it
         *overrides,
         *budget(args),
         f"trainer.seed={seed}",
         "evaluate_test=false",
         "trainer.progress=false",
-        *args.extra,
         f"hydra.run.dir={run_dir}",
     ]
     print("$ seq2seq-train", " ".join(a for a in train[1:] if "hydra.run" not in a))

@@ -90,3 +90,18 @@ def test_table_has_one_line_per_row_with_the_mean_over_seeds():
     assert "| 31.00 ± 1.41 | 32.00 ± 1.41 | 60.00 ± 0.00 |" in row
     assert "| 15 ± 7 |" in row  # training minutes: 10 and 20
     assert sum(line.startswith("| ") for line in lines[4:]) == 1
+
+
+def test_extra_overrides_are_the_base_and_each_row_keeps_its_lever(tmp_path, capsys):
+    """A base like the older recipe's dropout must not undo the dropout row's lever:
+    Hydra keeps the last value of a key, so the row's overrides come after the base."""
+    args = _args(
+        out=str(tmp_path), dry_run=True, corpus="c", extra=["model.emb_dropout=0.2"]
+    )
+    key, label, overrides = ablation.grid("levers")[1]
+    assert "model.emb_dropout=0.3" in overrides
+    ablation.one_run(args, key, label, overrides, 42)
+    command = capsys.readouterr().out.split()
+    assert command.index("model.emb_dropout=0.2") < command.index(
+        "model.emb_dropout=0.3"
+    )
