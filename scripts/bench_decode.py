@@ -11,6 +11,8 @@ is compared with like.
   translate and validation);
 - ``--beam 1,5`` and ``--stop bound,best``: greedy and beam search, and beam search's
   two stop rules;
+- ``--max-len 1.5:10,1.2:5``: maximum output lengths ``a·|src| + b`` (decode.max_len_a,
+  max_len_b; default: the checkpoint's), which bound how long the exact stop rule searches;
 - ``--baseline REF``: the search of git revision ``REF`` (``decoding/search.py`` as it
   was there, loaded beside today's) as an extra variant of each row, with the share of
   sentences whose output differs from today's and the median ratio of the paired
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import random
 import statistics
 import subprocess
@@ -84,6 +87,7 @@ def main() -> None:
     parser.add_argument("--beam", default="1,5", help="beam sizes (1: greedy)")
     parser.add_argument("--stop", default="bound", help="beam stop rules")
     parser.add_argument("--batch-tokens", default="", help="budgets; default: ckpt")
+    parser.add_argument("--max-len", default="", help="a:b,... maximum lengths")
     parser.add_argument("--baseline", default=None, help="git revision of search.py")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
@@ -98,11 +102,12 @@ def main() -> None:
         data_cfg.cache_dir = args.cache_dir
     split = encode_corpus_split(data_cfg, base.tokenizer, args.split)
     budgets = _numbers(args.batch_tokens) or [base.batch_tokens]
+    limits = [tuple(x.split(":")) for x in args.max_len.split(",") if x] or [None]
     old = baseline_search(args.baseline) if args.baseline else None
     variants = []  # (name, translator, search module)
     for beam in _numbers(args.beam):
         for stop in args.stop.split(",") if beam > 1 else ["bound"]:
-            for budget in budgets:
+            for budget, limit in itertools.product(budgets, limits):
                 tr = Translator.from_checkpoint(
                     args.checkpoint,
                     device="cpu",
@@ -113,6 +118,10 @@ def main() -> None:
                 )
                 name = f"beam {beam}" + (f" stop={stop}" if beam > 1 else "")
                 name += f" batch_tokens={budget}"
+                if limit is not None:
+                    a, b = float(limit[0]), int(limit[1])
+                    tr = tr.with_decoding(max_len_a=a, max_len_b=b)
+                    name += f" max_len={a:g}·|src|+{b}"
                 variants.append((name, tr, None))
                 if old is not None:
                     variants.append((name + f" [{args.baseline}]", tr, old))

@@ -219,8 +219,13 @@ class SchedulerConfig:
 class DecodeConfig:
     beam_size: int = 1  # 1 = greedy
     length_penalty: float = 1.0  # GNMT alpha
-    max_len_a: float = 1.5  # maximum output length a * |src| + b
-    max_len_b: int = 10
+    # maximum output length a * |src| + b (pieces with EOS). a None: seq2seq-train fits
+    # it on the training pairs, the smallest a whose limit covers max_len_coverage of
+    # their targets, and saves it in the checkpoint (the exact stop rule searches up to
+    # the limit, so a tight one is faster); elsewhere None reads as 1.5
+    max_len_a: float | None = None
+    max_len_b: int = 5
+    max_len_coverage: float = 0.999
     n_best: int = 1
     # beam search: when a sentence is done. bound: no live hypothesis can still beat
     # the finished ones at any remaining length (exact). best: its best hypothesis

@@ -219,6 +219,7 @@ BEAM: Rule = (lambda v: v >= 1, "must be at least 1 (1 is greedy search)")
 def check_decode(cfg: Any, prefix: str = "decode.") -> None:
     lengths = ("length_penalty", "coverage_penalty", "max_len_a", "max_len_b")
     rules = {"beam_size": BEAM, "n_best": AT_LEAST_1, "batch_tokens": AT_LEAST_1}
+    rules["max_len_coverage"] = (lambda v: 0 < v <= 1, "must be in (0, 1]")
     check_values(cfg, prefix, rules | dict.fromkeys(lengths, NON_NEGATIVE))
     _require(
         cfg.n_best <= cfg.beam_size,
@@ -226,7 +227,7 @@ def check_decode(cfg: Any, prefix: str = "decode.") -> None:
         f"{cfg.beam_size}: a beam keeps only that many hypotheses",
     )
     _require(
-        cfg.max_len_a > 0 or cfg.max_len_b >= 1,
+        cfg.max_len_a is None or cfg.max_len_a > 0 or cfg.max_len_b >= 1,
         f"{prefix}max_len_a=0 and {prefix}max_len_b=0 allow no output word",
     )
 

@@ -38,7 +38,10 @@ def trained(tmp_path_factory) -> tuple[Path, Path]:
     assert (run_dir / "hyps" / "test.txt").is_file()
     # Nothing lands in the working directory: only the cache and run dir we named.
     assert sorted(p.name for p in tmp.iterdir()) == ["cache", "run"]
-    return tmp, run_dir / "checkpoints" / "best.pt"
+    best = run_dir / "checkpoints" / "best.pt"
+    # the output limit fitted on the training pairs travels with the checkpoint
+    assert isinstance(Translator.from_checkpoint(best).decode.max_len_a, float)
+    return tmp, best
 
 
 def test_evaluate_prints_scores_with_signatures(trained):

@@ -19,6 +19,8 @@ from seq2seq.config import (
 )
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seq2seq.decoding.search import (
+    DEFAULT_MAX_LEN_A,
+    DEFAULT_MAX_LEN_B,
     beam_search,
     greedy_search,
     length_penalty,
@@ -91,7 +93,7 @@ def test_batched_equals_one_at_a_time():
 def test_n_best_sorted_and_well_formed():
     model = _model(sharpen=2.0)
     src, lengths, mask = _batch()
-    limits = max_lengths(lengths, 1.5, 10).tolist()
+    limits = max_lengths(lengths, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B).tolist()
     for hyps, n, limit in zip(
         beam_search(model, src, lengths, mask, beam_size=5, n_best=4),
         lengths.tolist(),

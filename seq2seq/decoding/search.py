@@ -29,7 +29,8 @@ with a better penalised score. PAD and BOS are never generated.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,10 +89,33 @@ def length_penalty(length: Any, alpha: float) -> Any:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+# ``decode.max_len_a`` where it was not fitted on training pairs (None: an API user's
+# own Translator); ``decode.max_len_b``'s default.
+DEFAULT_MAX_LEN_A = 1.5
+DEFAULT_MAX_LEN_B = 5
+
+
 def max_lengths(src_lengths: Tensor, a: float, b: float) -> Tensor:
     """Maximum output length per sentence (tokens incl. EOS): ``⌊a·|src| + b⌋ ≥ 1``,
     where ``|src|`` counts the source pieces and their EOS."""
-    return (a * src_lengths.double() + b).floor().long().clamp(min=1)
+    # (the epsilon keeps float rounding, 0.29 · 100 = 28.99…, from losing a token)
+    return (a * src_lengths.double() + b + 1e-9).floor().long().clamp(min=1)
+
+
+def fit_max_len_a(
+    src_lengths: Sequence[int], tgt_lengths: Sequence[int], b: int, coverage: float
+) -> float:
+    """The smallest ``a`` (in hundredths) whose limit ``⌊a·|src| + b⌋`` is at least
+    the target length of ``coverage`` of the pairs (lengths as ``max_lengths`` counts
+    them: pieces plus EOS on both sides). The exact stop rule searches until no live
+    hypothesis could beat the finished ones at any length up to the limit, so a limit
+    fitted to the language pair (French runs longer than English) ends it sooner than
+    one generous enough for every pair."""
+    if not src_lengths or len(src_lengths) != len(tgt_lengths):
+        raise ValueError("fit_max_len_a needs one target length per source length")
+    needed = sorted((t - b) / s for s, t in zip(src_lengths, tgt_lengths, strict=True))
+    k = max(math.ceil(coverage * len(needed)) - 1, 0)  # the k+1 smallest fit
+    return max(math.ceil(round(needed[k] * 100, 6)) / 100, 0.0)
 
 
 @contextlib.contextmanager
@@ -118,8 +142,8 @@ def greedy_search(
     src: Tensor,
     src_lengths: Tensor,
     src_mask: Tensor,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
 ) -> list[Hypothesis]:
     """Argmax decoding of a batch: src ``(B, S)``, src_lengths ``(B,)`` (CPU), src_mask
     ``(B, S)`` → one ``Hypothesis`` per sentence, in batch order."""
@@ -252,8 +276,8 @@ def beam_search(
     src_mask: Tensor,
     beam_size: int = 5,
     length_penalty: float = 1.0,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
     n_best: int = 1,
     stop: Stop | str = Stop.bound,
     coverage_penalty: float = 0.0,
@@ -419,6 +443,7 @@ def translate_batch(
     hypothesis per sentence), else beam search with ``n_best`` hypotheses."""
     args = (batch.src, batch.src_lengths, batch.src_mask)
     a, b = decode_cfg.max_len_a, decode_cfg.max_len_b
+    a = DEFAULT_MAX_LEN_A if a is None else a
     if decode_cfg.beam_size <= 1:
         return [[h] for h in greedy_search(model, *args, a, b)]
     return beam_search(

@@ -14,8 +14,9 @@ from omegaconf import DictConfig, OmegaConf
 from seq2seq.alignment.export import write_png
 from seq2seq.alignment.extract import attention_maps, forced_split
 from seq2seq.data.prepare import format_stats, prepare_data, resolve_cache_root
-from seq2seq.data.splits import write_lines
+from seq2seq.data.splits import EncodedSplit, write_lines
 from seq2seq.decoding.scores import Scores, score
+from seq2seq.decoding.search import fit_max_len_a
 from seq2seq.decoding.translator import Translator
 from seq2seq.model.checkpoint import CheckpointError, load_checkpoint
 from seq2seq.model.device import select_device
@@ -80,6 +81,7 @@ def run_training(cfg: DictConfig, run_dir: Path) -> float | None:
     run_dir = Path(broadcast_object(str(run_dir)))
     data = _prepare_in_rank_order(cfg, dist_info)
     log.info("corpus:\n%s", format_stats(data.stats))
+    fit_output_limit(cfg, data.splits["train"])
     if not dist_info.is_main:
         cfg.trainer.progress = False
     trainer = Trainer(cfg, run_dir, data, device, dist_info)
@@ -99,6 +101,28 @@ def run_training(cfg: DictConfig, run_dir: Path) -> float | None:
     barrier()
     cleanup()
     return result.progress.best_metric
+
+
+def fit_output_limit(cfg: DictConfig, train: EncodedSplit) -> None:
+    """``decode.max_len_a`` None: fit it on the training pairs (``fit_max_len_a``)
+    and write it into ``cfg``, so validation and every checkpoint decode with it."""
+    decode = cfg.decode
+    if decode.max_len_a is not None:
+        return
+    decode.max_len_a = fit_max_len_a(
+        [len(ids) + 1 for ids in train.src_ids],
+        [len(ids) + 1 for ids in train.tgt_ids],
+        decode.max_len_b,
+        decode.max_len_coverage,
+    )
+    log.info(
+        "decode.max_len_a=%.2f: outputs end by %.2f·|src| + %d pieces, the limit "
+        "that covers %g%% of the training pairs' targets",
+        decode.max_len_a,
+        decode.max_len_a,
+        decode.max_len_b,
+        100 * decode.max_len_coverage,
+    )
 
 
 def _prepare_in_rank_order(cfg: DictConfig, dist_info):
