@@ -9,7 +9,6 @@ import torch
 from omegaconf import OmegaConf
 
 from seq2seq.config import DecodeConfig, TrainConfig
-from seq2seq.errors import ConfigValueError
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.data.tokenizer import EOS_ID
 from seq2seq.decoding.search import (
@@ -20,6 +19,7 @@ from seq2seq.decoding.search import (
     translate_batch,
 )
 from seq2seq.decoding.translator import decode_settings
+from seq2seq.errors import ConfigValueError
 from seq2seq.training.pipeline import fit_output_limit
 from tests.test_search import _batch, _model
 
@@ -70,12 +70,14 @@ def _split(pairs):
 def test_training_fits_the_limit_into_its_config_and_keeps_a_given_one():
     cfg = OmegaConf.structured(TrainConfig)
     assert cfg.decode.max_len_a is None
-    # pieces without EOS: (S, T) = (1, 2), (3, 8), (4, 5), (9, 10) plus EOS each
+    # pieces without EOS: (S, T) = (1, 2), (3, 8), (4, 5), (9, 10); with their EOS
+    # the hand example above, whose widest pair needs a = (9 - 1) / 4 = 2.0 (without
+    # the EOS it would be (8 - 1) / 3, so 2.34)
     train = _split([(1, 2), (3, 8), (4, 5), (9, 10)])
     cfg.decode.max_len_b = 1
-    cfg.decode.max_len_coverage = 0.75
+    cfg.decode.max_len_coverage = 1.0
     fit_output_limit(cfg, train)
-    assert cfg.decode.max_len_a == 1.0
+    assert cfg.decode.max_len_a == 2.0
     cfg.decode.max_len_a = 1.7
     fit_output_limit(cfg, train)
     assert cfg.decode.max_len_a == 1.7

@@ -116,9 +116,8 @@ def fit_output_limit(cfg: DictConfig, train: EncodedSplit) -> None:
         decode.max_len_coverage,
     )
     log.info(
-        "decode.max_len_a=%.2f: outputs end by %.2f·|src| + %d pieces, the limit "
-        "that covers %g%% of the training pairs' targets",
-        decode.max_len_a,
+        "decode.max_len_a=%.2f: outputs end by a·|src| + %d pieces, the limit that "
+        "covers %g%% of the training pairs' targets",
         decode.max_len_a,
         decode.max_len_b,
         100 * decode.max_len_coverage,
