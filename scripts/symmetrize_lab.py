@@ -21,8 +21,13 @@ every word there, the product none).
 Each row picks its best readout on the validation split only and scores that one pick
 on the test split, next to the test AER of argmax grow-diag-final-and. ``--subsets``
 also scores ``geometric`` for the mean of every non-empty subset of the pairs on
-validation, and the best subset once on test. Unsupervised: the gold is read only to
-score. Usage::
+validation, and the best subset once on test. ``--lexicon`` searches the two-way
+readout of ``seq2seq-evaluate``/``-align`` (``two_way.lexicon``, ``.floor``, ``.add``:
+IBM Model 1 lexicons trained on the train split, mixed into both directions'
+attention, then ``geometric`` with its thresholds) over a grid, on validation: each
+row's best, and the one setting best over all rows (the lowest mean ratio of its
+validation AER to each row's best: the commands' default), each scored once on test.
+Unsupervised: the gold is read only to score. Usage::
 
     python scripts/symmetrize_lab.py bahdanau=EN_FR.pt,FR_EN.pt luong_dot=A.pt,B.pt ...
 """
@@ -34,15 +39,23 @@ import itertools
 
 import numpy as np
 
+from seq2seq.alignment.lexicon import train_lexicon, weigh
 from seq2seq.alignment.links import Link, aer, parse_pharaoh
 from seq2seq.alignment.symmetrize import RULES, geometric, transpose
 from seq2seq.alignment.twoway import swapped
 from seq2seq.alignment.words import is_special, merge_subwords, regroup
+from seq2seq.data.corpus import read_corpus
 from seq2seq.data.splits import EncodedSplit, encode_corpus_split
 from seq2seq.decoding.translator import Translator
 
 ALPHAS = (1.0, 0.7, 0.5, 0.3)
 SPLITS = ("validation", "test")
+# The --lexicon grid: (lexicon weight, geometric floor, geometric add).
+LEXICON_GRID = list(
+    itertools.product(
+        (0.0, 0.2, 0.3, 0.4, 0.5, 0.6), (0.0, 0.1, 0.2, 0.3), (None, 0.3, 0.4)
+    )
+)
 
 
 def word_matrices(translator: Translator, split: EncodedSplit) -> list:
@@ -107,9 +120,10 @@ def scores(fwd_mats, rev_mats, alignment) -> dict[str, float]:
     return out
 
 
-def matrices(pairs: dict[str, tuple[str, str]]) -> dict:
-    """(name, split) → (forward matrices, reverse matrices, gold)."""
-    out = {}
+def matrices(pairs: dict[str, tuple[str, str]]) -> tuple[dict, dict]:
+    """(name, split) → (forward matrices, reverse matrices, gold); and split →
+    (source texts, target texts), of the first pair's corpus."""
+    out, texts = {}, {}
     for name, (fwd_path, rev_path) in pairs.items():
         fwd = Translator.from_checkpoint(fwd_path, device="cpu")
         rev = Translator.from_checkpoint(rev_path, device="cpu")
@@ -120,7 +134,73 @@ def matrices(pairs: dict[str, tuple[str, str]]) -> dict:
                 word_matrices(rev, swapped(split, rev)),
                 split.alignment,
             )
-    return out
+            texts.setdefault(split_name, (split.src_text, split.tgt_text))
+        texts.setdefault("data", fwd.config.data)
+    return out, texts
+
+
+def lexicon_aer(mats, texts, lexicons, setting) -> float:
+    """AER of the two-way readout ``setting`` (weight, floor, add) over one split's
+    (forward, reverse, gold) ``mats``."""
+    weight, floor, add = setting
+    fwd_mats, rev_mats, alignment = mats
+    links, sure, possible = [], [], []
+    for k, (a, b) in enumerate(zip(fwd_mats, rev_mats, strict=True)):
+        if a is None or b is None:
+            continue
+        src, tgt = texts[0][k].split(), texts[1][k].split()
+        a = weigh(a, lexicons[0].posterior(src, tgt), weight)
+        b = weigh(b, lexicons[1].posterior(tgt, src), weight)
+        links.append(geometric(a, b.T, floor, add))
+        s, p = parse_pharaoh(alignment[k])
+        sure.append(s)
+        possible.append(p)
+    return aer(links, sure, possible)
+
+
+def lexicon_search(mats: dict, texts: dict, names: list[str]) -> None:
+    """The ``--lexicon`` grid: each row's best setting on validation, and the one
+    setting best on average, each scored on test."""
+    train = read_corpus(texts["data"], links_for=()).splits["train"]
+    lexicons = (
+        train_lexicon(train["src"], train["tgt"]),
+        train_lexicon(train["tgt"], train["src"]),
+    )
+    valid = {
+        (name, setting): lexicon_aer(
+            mats[name, "validation"], texts["validation"], lexicons, setting
+        )
+        for name in names
+        for setting in LEXICON_GRID
+    }
+    row_best = {name: min(valid[name, x] for x in LEXICON_GRID) for name in names}
+    common = min(  # the lowest mean ratio to each row's best
+        LEXICON_GRID, key=lambda x: sum(valid[n, x] / row_best[n] for n in names)
+    )
+
+    def show(setting) -> str:
+        weight, floor, add = setting
+        return f"lexicon {weight}, floor {floor}, add {add}"
+
+    print(f"\n--lexicon: the setting best on validation over all rows: {show(common)}")
+    print(
+        "| pair | plain geometric: valid / test | best setting on valid | "
+        "valid / test | the common setting: valid / test |"
+    )
+    print("|---|---|---|---|---|")
+    plain = (0.0, 0.0, None)
+    for name in names:
+        best = min(LEXICON_GRID, key=lambda x: valid[name, x])
+
+        def test(setting, name=name) -> float:
+            return lexicon_aer(mats[name, "test"], texts["test"], lexicons, setting)
+
+        print(
+            f"| {name} | {100 * valid[name, plain]:.2f}% / {100 * test(plain):.2f}% "
+            f"| {show(best)} | {100 * valid[name, best]:.2f}% / "
+            f"{100 * test(best):.2f}% | {100 * valid[name, common]:.2f}% / "
+            f"{100 * test(common):.2f}% |"
+        )
 
 
 def mean_of(mats: list) -> list:
@@ -166,13 +246,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("pairs", nargs="+", help="NAME=FORWARD.pt,REVERSE.pt")
     parser.add_argument("--subsets", action="store_true", help="score every subset")
+    parser.add_argument(
+        "--lexicon", action="store_true", help="search the lexicon readout's grid"
+    )
     args = parser.parse_args()
     pairs = {}
     for item in args.pairs:
         name, paths = item.split("=", 1)
         fwd, rev = paths.split(",")
         pairs[name] = (fwd, rev)
-    mats = matrices(pairs)
+    mats, texts = matrices(pairs)
     if len(pairs) > 1:
         for split_name in SPLITS:
             chosen = [mats[name, split_name] for name in pairs]
@@ -197,6 +280,10 @@ def main() -> None:
         )
     if args.subsets:
         subsets(mats, list(pairs))
+    if args.lexicon:
+        lexicon_search(
+            mats, texts, [*pairs, *(["mean of all"] if len(pairs) > 1 else [])]
+        )
 
 
 if __name__ == "__main__":

@@ -334,6 +334,21 @@ class DataOverrides:
 
 
 @dataclass
+class TwoWayReadout:
+    """How two directions' word attention becomes links (alignment/twoway.py). The
+    defaults are the best on the phrasebook's validation split (docs/results.md,
+    "Symmetrized alignments"); 0 / 0 / null is the plain attention and geometric."""
+
+    # share of an IBM Model 1 lexicon (EM on the corpus's train split) in a log-linear
+    # mix with each direction's attention, before any rule; 0: attention alone
+    lexicon: float = 0.4
+    lexicon_iterations: int = 10  # EM steps
+    # geometric: a target word's best source word links only at weight >= floor
+    floor: float = 0.2
+    add: float | None = 0.3  # geometric: every word pair at weight >= add links too
+
+
+@dataclass
 class EvaluateConfig:
     # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
     checkpoint: Any = MISSING
@@ -350,8 +365,10 @@ class EvaluateConfig:
     alignment: bool = False  # report AER when the corpus has gold alignments
     # alignment: a model trained the other way (tgt->src) on the same corpus (or a
     # list: an ensemble); AER also of both directions combined (intersection, union,
-    # grow-diag-final-and)
+    # grow-diag-final-and, geometric)
     reverse_checkpoint: Any = None
+    # with reverse_checkpoint: lexicon, floor and add of the two-way readout
+    two_way: TwoWayReadout = field(default_factory=TwoWayReadout)
     device: str = "auto"
     precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
     # the checkpoint's corpus settings with these on top (another corpus or folder)
@@ -394,6 +411,8 @@ class AlignConfig:
     # geometric: the best on the phrasebook's validation split for every model pair
     # (docs/results.md, "Symmetrized alignments")
     symmetrize: Symmetrize = Symmetrize.geometric
+    # with reverse_checkpoint: lexicon, floor and add of the two-way readout
+    two_way: TwoWayReadout = field(default_factory=TwoWayReadout)
     attribution: bool = False  # add gradient × input and its Spearman correlation
     output: str | None = None  # file or folder; default under the run directory
     beam_size: int | None = None

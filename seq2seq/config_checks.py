@@ -277,7 +277,15 @@ def _check_decoding_overrides(cfg: DictConfig) -> None:
 
 
 def _check_reverse_file(cfg: DictConfig) -> None:
-    """``reverse_checkpoint``, when set: a path or a list (an ensemble) of files."""
+    """``reverse_checkpoint``, when set: a path or a list (an ensemble) of files;
+    and the ``two_way`` readout's settings."""
+    rules = {
+        "lexicon": FRACTION,
+        "lexicon_iterations": AT_LEAST_1,
+        "floor": FRACTION,
+        "add": (lambda v: 0 < v <= 1, "must be in (0, 1], or null for none"),
+    }
+    check_values(cfg.two_way, "two_way.", rules)
     if cfg.reverse_checkpoint is None:
         return
     paths = checkpoint_paths(cfg.reverse_checkpoint)

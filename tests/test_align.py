@@ -144,10 +144,23 @@ def test_two_way_links_read_the_pair_both_ways_and_skip_for_both():
         "geometric",
     ]
     assert scores.summary().startswith(
-        "AER both directions (argmax) on references (n=2): forward 9.1% | reverse 0.0%"
+        "AER both directions (argmax; lexicon 0, floor 0, add none) on references "
+        "(n=2): forward 9.1% | reverse 0.0%"
     )
     # The reverse model does not know "w": its pieces are not the text's words, so
     # that pair is left out of every score, and counted.
+    # A lexicon at weight 1 replaces the attention: "x" translates "b" in its
+    # training pairs, so x links to b both ways, whatever the attention says.
+    from seq2seq.alignment.lexicon import train_lexicon
+    from seq2seq.alignment.twoway import Readout
+
+    src, tgt = ["a b c", "b", "a c", "c"], ["y x z", "x", "y z", "z"]
+    readout = Readout(1.0, train_lexicon(src, tgt), train_lexicon(tgt, src))
+    lexical = two_way_links(forward, reverse, split, readout=readout)[0]
+    assert lexical.forward == lexical.reverse == {(1, 0), (0, 1), (2, 2)}
+    assert "(argmax; lexicon 1, floor 0, add none) on references" in (
+        symmetrized_scores(forward, reverse, split, readout=readout).summary()
+    )
     blind = _words_translator("a b c d e x y z u v")
     assert two_way_links(forward, blind, split)[1] is None
     scores = symmetrized_scores(forward, blind, split)
@@ -400,7 +413,8 @@ def test_evaluate_reports_aer_of_both_directions_and_refuses_a_same_way_pair(
 @slow
 def test_align_writes_symmetrized_word_links(trained, reverse):
     from seq2seq.alignment.symmetrize import grow_diag_final_and
-    from seq2seq.alignment.twoway import two_way_links
+    from seq2seq.alignment.twoway import readout_for, two_way_links
+    from seq2seq.config import TwoWayReadout
     from seq2seq.data.splits import encode_corpus_split
 
     tmp, ckpt = trained
@@ -435,7 +449,10 @@ def test_align_writes_symmetrized_word_links(trained, reverse):
     forward = Translator.from_checkpoint(ckpt, device="cpu")
     backward = Translator.from_checkpoint(reverse, device="cpu")
     split = encode_corpus_split(forward.config.data, forward.tokenizer, "test")
-    links = two_way_links(forward, backward, split)
+    # The command's default readout: the lexicon mixed in, geometric's thresholds.
+    readout = readout_for(TwoWayReadout(), forward.config.data)
+    assert readout.lexicon > 0 and readout.floor > 0 and readout.add is not None
+    links = two_way_links(forward, backward, split, readout=readout)
     for k, (line_i, line_g) in enumerate(zip(inter, grown, strict=True)):
         got_i = {tuple(map(int, x.split("-"))) for x in line_i.split()}
         got_g = {tuple(map(int, x.split("-"))) for x in line_g.split()}
@@ -443,6 +460,6 @@ def test_align_writes_symmetrized_word_links(trained, reverse):
         if links[k] is not None:  # the command wrote what the library computes
             assert got_g == grow_diag_final_and(links[k].forward, links[k].reverse)
             got_geo = {tuple(map(int, x.split("-"))) for x in geo[k].split()}
-            assert got_geo == links[k].combined("geometric")
+            assert got_geo == links[k].combined("geometric", readout)
             assert max(i for i, _ in got_g) < len(split.src_text[k].split())
             assert max(j for _, j in got_g) < len(split.tgt_text[k].split())

@@ -109,6 +109,10 @@ def ckpt(tmp_path):
         ("align", ["text=a", "reference=' '"], "reference=' ' is empty"),
         ("evaluate", ["reverse_checkpoint=no.pt"], "reverse_checkpoint=no.pt: no such"),
         ("align", ["text=a", "reverse_checkpoint=no.pt"], "trained the other way"),
+        ("evaluate", ["two_way.lexicon=1.5"], "two_way.lexicon=1.5: must be in [0, 1]"),
+        ("align", ["text=a", "two_way.lexicon_iterations=0"], "must be at least 1"),
+        ("align", ["text=a", "two_way.add=0"], "two_way.add=0.0: must be in (0, 1]"),
+        ("evaluate", ["two_way.floor=-0.1"], "two_way.floor=-0.1"),
     ],
 )
 def test_decoding_commands_refuse(command, overrides, message, ckpt):

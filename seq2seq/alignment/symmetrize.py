@@ -23,7 +23,9 @@ aligners combine both directions (Och & Ney 2003; Koehn et al. 2003):
   and every source word to its best target word, and the two link sets united. A link
   survives only where *both* models put weight, yet a word may keep several links
   (a column's best and a row's best). On the phrasebook it beats the three link rules
-  for every model pair (docs/results.md, "Symmetrized alignments").
+  for every model pair (docs/results.md, "Symmetrized alignments"). Two thresholds
+  refine it: ``floor`` leaves a target word unaligned when even its best link is
+  weak, ``add`` links every pair above a weight, so a word may keep two.
 
 The link rules take ``forward`` (the source→target model's links) and ``reverse``
 (the target→source model's links already transposed into ``(source, target)`` order:
@@ -149,12 +151,19 @@ def symmetrize(
     return RULES[rule](forward, reverse)
 
 
-def geometric(forward: np.ndarray, reverse: np.ndarray) -> set[Link]:
-    """Links ``{(i, j)}`` of the geometric mean ``√(forward ∘ reverse)`` of two
+def geometric(
+    forward: np.ndarray,
+    reverse: np.ndarray,
+    floor: float = 0.0,
+    add: float | None = None,
+) -> set[Link]:
+    """Links ``{(i, j)}`` of the geometric mean ``M = √(forward ∘ reverse)`` of two
     ``(target words, source words)`` attention matrices (the reverse model's already
-    transposed): each target word's best source word and each source word's best
-    target word. A row or column that is zero throughout (the two models share no
-    weight there) links nothing."""
+    transposed): each target word's best source word (when its weight is at least
+    ``floor``: a word the two models agree nowhere on stays unaligned), each source
+    word's best target word, and, with ``add``, every pair whose weight is at least
+    ``add`` (a word translated by two, ``not`` by ``ne … pas``). A row or column
+    that is zero throughout (the two models share no weight there) links nothing."""
     if forward.shape != reverse.shape:
         raise ValueError(
             f"forward attention {forward.shape} and transposed reverse attention "
@@ -163,9 +172,12 @@ def geometric(forward: np.ndarray, reverse: np.ndarray) -> set[Link]:
     mean = np.sqrt(forward * reverse)
     links: set[Link] = set()
     for j, row in enumerate(mean):
-        if row.size and row.max() > 0:
+        if row.size and row.max() > 0 and row.max() >= floor:
             links.add((int(row.argmax()), j))
     for i, column in enumerate(mean.T):
         if column.size and column.max() > 0:
             links.add((i, int(column.argmax())))
+    if add is not None:
+        targets, sources = np.nonzero((mean >= add) & (mean > 0))
+        links.update((int(i), int(j)) for j, i in zip(targets, sources, strict=True))
     return links

@@ -80,21 +80,22 @@ def collect(cfg: DictConfig, translator) -> list:
 
 def symmetrized_lines(cfg: DictConfig, forward, reverse) -> list[str]:
     """One Pharaoh line of word links per pair: the two directions (read at the
-    predicting step, or ``shifted``) combined by ``cfg.symmetrize``. A pair that
+    predicting step, or ``shifted``, through ``cfg.two_way``) combined by
+    ``cfg.symmetrize``. A pair that
     either model's pieces do not regroup into its words gets an empty line, with a
     warning."""
-    from seq2seq.alignment.twoway import two_way_links
+    from seq2seq.alignment.twoway import readout_for, two_way_links
 
     split, titles, _ = pairs(cfg, forward)
+    readout = readout_for(cfg.two_way, forward.config.data)
     lines, skipped = [], []
-    for title, links in zip(
-        titles, two_way_links(forward, reverse, split, cfg.shifted), strict=True
-    ):
+    two_way = two_way_links(forward, reverse, split, cfg.shifted, readout=readout)
+    for title, links in zip(titles, two_way, strict=True):
         if links is None:
             skipped.append(title)
             lines.append("")
         else:
-            combined = sorted(links.combined(cfg.symmetrize))
+            combined = sorted(links.combined(cfg.symmetrize, readout))
             lines.append(" ".join(f"{i}-{j}" for i, j in combined))
     if skipped:
         log.warning(

@@ -43,7 +43,7 @@ def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):
     """Translate ``cfg.split`` with ``cfg.checkpoint``, print and return the scores."""
     from seq2seq.alignment.error import alignment_scores
     from seq2seq.alignment.maps import zero_share
-    from seq2seq.alignment.twoway import symmetrized_scores
+    from seq2seq.alignment.twoway import readout_for, symmetrized_scores
     from seq2seq.data.splits import encode_corpus_split, write_lines
     from seq2seq.decoding.scores import score
 
@@ -69,7 +69,9 @@ def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):
         else:
             print(aligned.summary())
         if aligned is not None and reverse is not None:
-            print(symmetrized_scores(translator, reverse, split, forced).summary())
+            readout = readout_for(cfg.two_way, data_cfg)
+            two_way = symmetrized_scores(translator, reverse, split, forced, readout)
+            print(two_way.summary())
         zeros = zero_share([f.weights for f in forced])
         normalizer = translator.config.model.attention.normalizer
         print(
