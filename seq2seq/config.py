@@ -336,8 +336,9 @@ class DataOverrides:
 @dataclass
 class TwoWayReadout:
     """How two directions' word attention becomes links (alignment/twoway.py). The
-    defaults are the best on the phrasebook's validation split (docs/results.md,
-    "Symmetrized alignments"); 0 / 0 / null is the plain attention and geometric."""
+    defaults are the best on the phrasebook's validation split over two seeds of
+    `bahdanau` (docs/results.md, "Attention mixed with a lexicon"); 0 / 0 / null is
+    the plain attention and geometric."""
 
     # share of an IBM Model 1 lexicon (EM on the corpus's train split) in a log-linear
     # mix with each direction's attention, before any rule; 0: attention alone

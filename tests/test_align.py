@@ -147,8 +147,6 @@ def test_two_way_links_read_the_pair_both_ways_and_skip_for_both():
         "AER both directions (argmax; lexicon 0, floor 0, add none) on references "
         "(n=2): forward 9.1% | reverse 0.0%"
     )
-    # The reverse model does not know "w": its pieces are not the text's words, so
-    # that pair is left out of every score, and counted.
     # A lexicon at weight 1 replaces the attention: "x" translates "b" in its
     # training pairs, so x links to b both ways, whatever the attention says.
     from seq2seq.alignment.lexicon import train_lexicon
@@ -161,6 +159,8 @@ def test_two_way_links_read_the_pair_both_ways_and_skip_for_both():
     assert "(argmax; lexicon 1, floor 0, add none) on references" in (
         symmetrized_scores(forward, reverse, split, readout=readout).summary()
     )
+    # The reverse model does not know "w": its pieces are not the text's words, so
+    # that pair is left out of every score, and counted.
     blind = _words_translator("a b c d e x y z u v")
     assert two_way_links(forward, blind, split)[1] is None
     scores = symmetrized_scores(forward, blind, split)

@@ -50,7 +50,7 @@ class Readout:
     add: float | None = None
 
     def describe(self) -> str:
-        """``lexicon 0.3, floor 0.2, add 0.3``: the settings a summary names."""
+        """``lexicon 0.4, floor 0.2, add 0.3``: the settings a summary names."""
         add = "none" if self.add is None else f"{self.add:g}"
         return f"lexicon {self.lexicon:g}, floor {self.floor:g}, add {add}"
 

@@ -81,9 +81,8 @@ def collect(cfg: DictConfig, translator) -> list:
 def symmetrized_lines(cfg: DictConfig, forward, reverse) -> list[str]:
     """One Pharaoh line of word links per pair: the two directions (read at the
     predicting step, or ``shifted``, through ``cfg.two_way``) combined by
-    ``cfg.symmetrize``. A pair that
-    either model's pieces do not regroup into its words gets an empty line, with a
-    warning."""
+    ``cfg.symmetrize``. A pair that either model's pieces do not regroup into its
+    words gets an empty line, with a warning."""
     from seq2seq.alignment.twoway import readout_for, two_way_links
 
     split, titles, _ = pairs(cfg, forward)
