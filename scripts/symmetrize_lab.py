@@ -53,7 +53,7 @@ SPLITS = ("validation", "test")
 # The --lexicon grid: (lexicon weight, geometric floor, geometric add).
 LEXICON_GRID = list(
     itertools.product(
-        (0.0, 0.2, 0.3, 0.4, 0.5, 0.6), (0.0, 0.1, 0.2, 0.3), (None, 0.3, 0.4)
+        (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0), (0.0, 0.1, 0.2, 0.3), (None, 0.3, 0.4)
     )
 )
 
