@@ -42,7 +42,8 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
   outweighs the start-up subtracted from it); ``--rounds`` alternate them. The
   table gives sent/s, BLEU and words per search; the last line is the first
   checkpoint's ratios against OpenNMT-py and JoeyNMT (``n/a`` for a peer without a
-  model).
+  model). ``--vocab auto,fp32`` decodes each checkpoint with each vocabulary
+  precision (``decode.vocab_precision``; the first makes the last line).
 
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py            # all
     flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --no-peers # ours only
@@ -54,6 +55,7 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -465,15 +467,20 @@ def peers_available() -> bool:
 RACE_SEARCHES = (("greedy", 1, None), ("beam5", 5, None), ("beam5_best", 5, "best"))
 
 
-def own_decode(checkpoint: Path, beam: int, stop: str | None, threads: int):
+def own_decode(
+    checkpoint: Path, beam: int, stop: str | None, threads: int, vocab: str | None
+):
     """Sentences/s of ``Translator.translate`` (tokenize, batch, search, detokenize)
     over the checkpoint's validation split, with its default settings (batch budget,
-    stop rule, length limits) but ``beam`` and ``stop``; the quality of the output."""
+    stop rule, length limits, vocabulary precision) but ``beam``, ``stop`` and
+    ``vocab`` (None: the default); the quality of the output."""
     from seq2seq.data.splits import encode_corpus_split
     from seq2seq.decoding.translator import Translator
 
     torch.set_num_threads(threads)
-    tr = Translator.from_checkpoint(checkpoint, device="cpu", beam_size=beam, stop=stop)
+    tr = Translator.from_checkpoint(
+        checkpoint, device="cpu", beam_size=beam, stop=stop, vocab_precision=vocab
+    )
     split = encode_corpus_split(tr.config.data, tr.tokenizer, "validation")
     tr.translate(split.src_text[:64])  # warm-up: allocator, oneDNN caches
     t0 = time.perf_counter()
@@ -489,8 +496,11 @@ def race(args) -> None:
     alternate within each of ``--rounds`` rounds; speeds are medians."""
     att = "bahdanau" if args.attention == "bahdanau" else "luong"
     systems: dict[str, dict] = {}
-    for ckpt in args.race:
-        systems[f"seq2seq {ckpt.parent.parent.name}"] = {"ckpt": ckpt}
+    vocabs = args.vocab.split(",") if args.vocab else [None]
+    for ckpt, vocab in itertools.product(args.race, vocabs):
+        name = f"seq2seq {ckpt.parent.parent.name}"
+        name += f", vocab {vocab}" if args.vocab else ""
+        systems[name] = {"ckpt": ckpt, "vocab": vocab}
     for tk, name in (("joey", "joeynmt"), ("onmt", "opennmt")):
         run = PEERS_ROOT / f"runs/{tk}_{att}_bleu{args.budget}s"
         ckpt = peer_checkpoint(tk, run) if run.exists() else None
@@ -525,6 +535,8 @@ def race(args) -> None:
                         stop or "",
                         "--threads",
                         args.threads,
+                        "--vocab",
+                        sysm["vocab"] or "",
                     ]
                     out = subprocess.run(
                         list(map(str, cmd)), check=True, capture_output=True, text=True
@@ -536,7 +548,7 @@ def race(args) -> None:
                 sysm.setdefault(f"{search}_rates", []).append(rate)
                 sysm[f"{search}_quality"] = q
     print(f"race: {args.rounds} rounds, {args.threads} threads, validation")
-    print(race_report(systems, f"seq2seq {args.race[0].parent.parent.name}"))
+    print(race_report(systems, next(iter(systems))))
 
 
 def race_report(systems: dict[str, dict], ours: str) -> str:
@@ -701,6 +713,12 @@ def main() -> None:
         help="the decoding race: these trained checkpoints (the first one makes the "
         "last line) against the peers' models of run.py bleu --budget",
     )
+    p.add_argument(
+        "--vocab",
+        default="",
+        help="the race: our vocabulary precisions, e.g. auto,fp32 (default: the "
+        "checkpoints' decode.vocab_precision; the first makes the last line)",
+    )
     p.add_argument("--budget", type=int, default=1200, help="the peers' bleu runs (s)")
     p.add_argument("--peer-batch", type=int, default=64, help="sentences per batch")
     p.add_argument(
@@ -715,7 +733,13 @@ def main() -> None:
     p.add_argument("--stop", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.own_decode:
-        out = own_decode(args.own_decode, args.beam, args.stop or None, args.threads)
+        out = own_decode(
+            args.own_decode,
+            args.beam,
+            args.stop or None,
+            args.threads,
+            args.vocab or None,
+        )
         print(json.dumps(out))
         return
     if args.race:

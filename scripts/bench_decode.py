@@ -11,12 +11,17 @@ is compared with like.
   translate and validation);
 - ``--beam 1,5`` and ``--stop bound,best``: greedy and beam search, and beam search's
   two stop rules;
-- ``--max-len 1.5:10,1.2:5``: maximum output lengths ``a·|src| + b`` (decode.max_len_a,
-  max_len_b; default: the checkpoint's), which bound how long the exact stop rule searches;
+- ``--max-len 1.5:10,1.2:5``: maximum output lengths ``a·|src| + b``
+  (decode.max_len_a, max_len_b; default: the checkpoint's), which bound how long the
+  exact stop rule searches;
+- ``--vocab fp32,bf16``: the vocabulary projection's precision (decode.vocab_precision);
+  each row after the first value is compared with the first's;
 - ``--baseline REF``: the search of git revision ``REF`` (``decoding/search.py`` as it
-  was there, loaded beside today's) as an extra variant of each row, with the share of
-  sentences whose output differs from today's and the median ratio of the paired
-  round times (baseline / today: > 1 means today is faster).
+  was there, loaded beside today's) as an extra variant of each row.
+
+A compared row gives the share of sentences whose output differs and the median ratio
+of the paired round times, "speed-up": baseline / today, or first vocab / this vocab
+(> 1: today's search, or this precision, is faster).
 
     flock /tmp/seq2seq-cpu.lock python scripts/bench_decode.py \\
         runs/de_en/checkpoints/best.pt --beam 1,5 --baseline HEAD~1 --rounds 3
@@ -88,6 +93,7 @@ def main() -> None:
     parser.add_argument("--stop", default="bound", help="beam stop rules")
     parser.add_argument("--batch-tokens", default="", help="budgets; default: ckpt")
     parser.add_argument("--max-len", default="", help="a:b,... maximum lengths")
+    parser.add_argument("--vocab", default="fp32", help="vocab precisions: fp32,bf16")
     parser.add_argument("--baseline", default=None, help="git revision of search.py")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
@@ -104,10 +110,12 @@ def main() -> None:
     budgets = _numbers(args.batch_tokens) or [base.batch_tokens]
     limits = [tuple(x.split(":")) for x in args.max_len.split(",") if x] or [None]
     old = baseline_search(args.baseline) if args.baseline else None
+    vocabs = args.vocab.split(",")
     variants = []  # (name, translator, search module)
+    compare = {}  # name → (the other variant's name, whether the other is the change)
     for beam in _numbers(args.beam):
         for stop in args.stop.split(",") if beam > 1 else ["bound"]:
-            for budget, limit in itertools.product(budgets, limits):
+            for budget, limit, vocab in itertools.product(budgets, limits, vocabs):
                 tr = Translator.from_checkpoint(
                     args.checkpoint,
                     device="cpu",
@@ -122,9 +130,15 @@ def main() -> None:
                     a, b = float(limit[0]), int(limit[1])
                     tr = tr.with_decoding(max_len_a=a, max_len_b=b)
                     name += f" max_len={a:g}·|src|+{b}"
+                tr = tr.with_decoding(vocab_precision=vocab)
+                first = f"{name} vocab={vocabs[0]}"
+                name += f" vocab={vocab}"
                 variants.append((name, tr, None))
+                if vocab != vocabs[0]:
+                    compare[name] = (first, False)
                 if old is not None:
                     variants.append((name + f" [{args.baseline}]", tr, old))
+                    compare[name + f" [{args.baseline}]"] = (name, True)
     for _, tr, module in variants:  # warm-up: allocator, oneDNN caches
         with search_of(module):
             tr.hypotheses(split.head(64))
@@ -145,21 +159,22 @@ def main() -> None:
         f"{args.checkpoint} on {args.split} ({len(split)} sentences), "
         f"{args.threads} threads, {args.precision}, {args.rounds} rounds"
     )
-    print("| variant | sent/s | BLEU | words | differs from today | baseline/today |")
+    print("| variant | sent/s | BLEU | words | differs | speed-up |")
     print("|---|---|---|---|---|---|")
-    for name, tr, module in variants:
+    for name, tr, _ in variants:
         texts = [tr.tokenizer.decode_tgt(ids) for ids in outputs[name]]
         bleu = score(texts, split.tgt_text).bleu
         words = statistics.mean(len(t.split()) for t in texts)
         rate = len(split) / statistics.median(times[name])
         differs = ratio = ""
-        if module is not None:
-            today = name.rsplit(" [", 1)[0]
-            pairs = zip(outputs[name], outputs[today], strict=True)
+        if name in compare:
+            other, other_is_change = compare[name]
+            pairs = zip(outputs[name], outputs[other], strict=True)
             same = sum(a == b for a, b in pairs)
-            differs = f"{1 - same / len(split):.1%}"
-            pairs = zip(times[name], times[today], strict=True)
-            ratio = f"{statistics.median(b / a for b, a in pairs):.3f}"
+            differs = f"{1 - same / len(split):.1%} vs {other}"
+            pairs = zip(times[name], times[other], strict=True)
+            ratios = (t / o if other_is_change else o / t for t, o in pairs)
+            ratio = f"{statistics.median(ratios):.3f}"
         cells = [name, f"{rate:.1f}", f"{bleu:.2f}", f"{words:.2f}", differs, ratio]
         print("| " + " | ".join(cells) + " |")
 

@@ -74,6 +74,9 @@ Stop = choice("Stop", "bound", "best")
 Sampling = choice("Sampling", "none", "linear", "exponential", "inverse_sigmoid")
 # auto: bf16 on CUDA, fp32 on CPU; fp16: CUDA only.
 Precision = choice("Precision", "auto", "fp32", "bf16", "fp16")
+# The search's vocabulary projection (decoding/search.py): auto: bf16 on a CPU that
+# multiplies bf16 natively, else the model's precision.
+VocabPrecision = choice("VocabPrecision", "auto", "fp32", "bf16")
 NonFinite = choice("NonFinite", "skip", "stop")
 AlignFormat = choice("AlignFormat", "png", "html", "terminal", "pharaoh", "json", "npy")
 # How two directions' word alignments combine (alignment/symmetrize.py): three rules
@@ -237,6 +240,11 @@ class DecodeConfig:
     # padded source tokens per decoding batch (validation, evaluate, translate, align);
     # training batches are data.batch_tokens. Chosen by scripts/bench_decode.py.
     batch_tokens: int = 4096
+    # the search's vocabulary projection (most of a step's FLOPs) in fp32 or bf16;
+    # auto: bf16 where the CPU multiplies it natively (AVX512-BF16, AMX), else fp32
+    # (under autocast, as on CUDA, autocast decides). Not bit-identical to fp32, so
+    # opt-in until measured on trained models (issue 21).
+    vocab_precision: VocabPrecision = VocabPrecision.fp32
 
 
 @dataclass
@@ -359,6 +367,7 @@ class EvaluateConfig:
     stop: Stop | None = None  # beam search's stop rule (decode.stop)
     coverage_penalty: float | None = None  # decode.coverage_penalty
     batch_tokens: int | None = None  # None: the checkpoint's decode.batch_tokens
+    vocab_precision: VocabPrecision | None = None  # decode.vocab_precision
     lowercase: bool = False  # also report lowercased BLEU (sacreBLEU -lc, 13a)
     # also report BLEU on the literature's scale (multi-bleu.perl on lowercased,
     # normalized, Moses-tokenized text; decoding/scores.py)
@@ -388,6 +397,7 @@ class TranslateConfig:
     coverage_penalty: float | None = None  # decode.coverage_penalty
     max_input_pieces: int = 250  # longer lines are truncated, with a warning
     batch_tokens: int | None = None  # None: the checkpoint's decode.batch_tokens
+    vocab_precision: VocabPrecision | None = None  # decode.vocab_precision
     device: str = "auto"
     precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
 
@@ -418,6 +428,7 @@ class AlignConfig:
     output: str | None = None  # file or folder; default under the run directory
     beam_size: int | None = None
     batch_tokens: int | None = None  # None: the checkpoint's decode.batch_tokens
+    vocab_precision: VocabPrecision | None = None  # decode.vocab_precision
     device: str = "cpu"
     precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
 

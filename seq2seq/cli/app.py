@@ -190,6 +190,7 @@ def load_translator(cfg: DictConfig) -> Translator:
         length_penalty=cfg.get("length_penalty"),
         stop=cfg.get("stop"),
         coverage_penalty=cfg.get("coverage_penalty"),
+        vocab_precision=cfg.get("vocab_precision"),
     )
 
 

@@ -37,8 +37,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from seq2seq.config import Stop
+from seq2seq.config import DecodeConfig, Stop
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.model.decoder import vocab_precision
+from seq2seq.model.device import resolve_vocab_dtype
 
 NEG_INF = float("-inf")
 
@@ -440,7 +442,17 @@ def translate_batch(
     model: nn.Module, batch: Any, decode_cfg: Any
 ) -> list[list[Hypothesis]]:
     """Decode a ``Batch`` with ``DecodeConfig``: greedy when ``beam_size == 1`` (one
-    hypothesis per sentence), else beam search with ``n_best`` hypotheses."""
+    hypothesis per sentence), else beam search with ``n_best`` hypotheses; the
+    vocabulary projection in ``decode_cfg.vocab_precision``."""
+    choice = getattr(decode_cfg, "vocab_precision", DecodeConfig.vocab_precision)
+    with vocab_precision(resolve_vocab_dtype(choice, batch.src.device)):
+        return _search_batch(model, batch, decode_cfg)
+
+
+def _search_batch(
+    model: nn.Module, batch: Any, decode_cfg: Any
+) -> list[list[Hypothesis]]:
+    """``translate_batch`` within its vocabulary precision."""
     args = (batch.src, batch.src_lengths, batch.src_mask)
     a, b = decode_cfg.max_len_a, decode_cfg.max_len_b
     a = DEFAULT_MAX_LEN_A if a is None else a

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from seq2seq.config import DecodeConfig, Precision, Stop, TrainConfig
+from seq2seq.config import DecodeConfig, Precision, Stop, TrainConfig, VocabPrecision
 from seq2seq.config_checks import check_decode
 from seq2seq.data.batching import make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
@@ -105,6 +105,7 @@ class Translator:
         length_penalty: float | None = None,
         stop: Stop | str | None = None,
         coverage_penalty: float | None = None,
+        vocab_precision: VocabPrecision | str | None = None,
     ) -> Translator:
         """Weights, config and tokenizer from a checkpoint (several paths: an
         ``Ensemble`` of them, which must share one tokenizer); the model in eval mode
@@ -132,6 +133,7 @@ class Translator:
             length_penalty=length_penalty,
             stop=stop,
             coverage_penalty=coverage_penalty,
+            vocab_precision=vocab_precision,
         )
         return cls(
             model,

@@ -17,8 +17,10 @@ Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding si
 
 from __future__ import annotations
 
+import contextlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from functools import partial
 from typing import NamedTuple
 
@@ -285,7 +287,12 @@ class Decoder(nn.Module):
         """prev_tokens ``(B,)`` → log_probs ``(B, V)`` (float32), new state, weights
         ``(B, S)``."""
         feat, state, att = self.search_features(prev_tokens, state)
-        log_probs = F.log_softmax(self.output(feat).float(), dim=-1)
+        dtype = _VOCAB_DTYPE.get()
+        if dtype is None or not _fast_search(self, prev_tokens):
+            logits = self.output(feat)
+        else:
+            logits = _vocab_logits(self, feat, dtype)
+        log_probs = F.log_softmax(logits.float(), dim=-1)
         return log_probs, state, att.weights
 
     def search_features(
@@ -411,6 +418,48 @@ def _fast_search(dec: Decoder, tokens: Tensor) -> bool:
     return not (dec.training or torch.is_grad_enabled() or autocast)
 
 
+# The dtype of the search's vocabulary projection (None: the features' own), set for
+# one search by ``vocab_precision`` (``decode.vocab_precision``).
+_VOCAB_DTYPE: ContextVar[torch.dtype | None] = ContextVar("vocab_dtype", default=None)
+
+
+@contextlib.contextmanager
+def vocab_precision(dtype: torch.dtype | None) -> Iterator[None]:
+    """Within the block, ``Decoder.step`` at inference in fp32 projects its features
+    onto the vocabulary in ``dtype`` (None: fp32) with a copy of the output weights
+    cast once; log-softmax and search stay fp32. The projection is most of a search
+    step's FLOPs, and bf16 runs it faster on a CPU with native bf16."""
+    token = _VOCAB_DTYPE.set(dtype)
+    try:
+        yield
+    finally:
+        _VOCAB_DTYPE.reset(token)
+
+
+class _VocabWeights(NamedTuple):
+    """The vocabulary projection's weight and bias in another dtype; ``version`` as
+    in ``_SearchTables`` (with the dtype)."""
+
+    version: tuple
+    weight: Tensor
+    bias: Tensor
+
+
+_VOCAB: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _vocab_logits(dec: Decoder, feat: Tensor, dtype: torch.dtype) -> Tensor:
+    """``dec.output(feat)`` with the vocabulary projection in ``dtype`` (eval: no
+    dropout; a tied model's projection to the embedding size stays in fp32)."""
+    proj = dec.output.proj
+    version = (dtype, *((p.data_ptr(), p._version) for p in (proj.weight, proj.bias)))
+    cached = _VOCAB.get(dec)
+    if cached is None or cached.version != version:
+        cached = _VocabWeights(version, proj.weight.to(dtype), proj.bias.to(dtype))
+        _VOCAB[dec] = cached
+    return F.linear(dec.output.pre(feat).to(dtype), cached.weight, cached.bias)
+
+
 def forget_search_tables(model: nn.Module) -> None:
     """Drop the search tables of every decoder in ``model``, so that the next search
     builds them from the weights as they are now.
@@ -421,6 +470,7 @@ def forget_search_tables(model: nn.Module) -> None:
     first (``Translator.search`` does, once per call)."""
     for module in model.modules():
         _TABLES.pop(module, None)
+        _VOCAB.pop(module, None)
 
 
 def _search_tables(dec: Decoder) -> _SearchTables:

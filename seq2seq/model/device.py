@@ -7,12 +7,13 @@ model trained or decoded anywhere gets the same choice for the same settings.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 
 import torch
 
-from seq2seq.config import Precision
+from seq2seq.config import Precision, VocabPrecision
 from seq2seq.errors import ConfigValueError, UserError
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,34 @@ def resolve_precision(
                 "there and usually slower than fp32; consider precision=fp32"
             )
     return torch.bfloat16 if precision == Precision.bf16 else torch.float16
+
+
+def resolve_vocab_dtype(
+    choice: VocabPrecision | str, device: torch.device
+) -> torch.dtype | None:
+    """The dtype of the search's vocabulary projection, or None for the model's own
+    (fp32, or autocast's). ``auto``: bf16 on a CPU that multiplies bf16 natively,
+    where that matmul (most of a search step's FLOPs) is cheaper than in fp32;
+    elsewhere None: oneDNN would emulate bf16, and on CUDA autocast
+    (precision=auto) already runs it in bf16."""
+    choice = VocabPrecision(choice)
+    if choice == VocabPrecision.auto:
+        native = device.type == "cpu" and cpu_has_native_bf16()
+        return torch.bfloat16 if native else None
+    if choice == VocabPrecision.fp32:
+        return None
+    if device.type == "cpu" and not cpu_has_native_bf16():
+        _warn_emulated_vocab_bf16()
+    return torch.bfloat16
+
+
+@functools.cache
+def _warn_emulated_vocab_bf16() -> None:
+    """Once per process: the search resolves its precision for every batch."""
+    log.warning(
+        "vocab_precision=bf16 on a CPU without AVX512-BF16 or AMX: bf16 is "
+        "emulated there and usually slower than fp32; consider vocab_precision=fp32"
+    )
 
 
 ONEDNN_CACHE_CAPACITY = "64"
