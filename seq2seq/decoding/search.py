@@ -444,28 +444,21 @@ def translate_batch(
     """Decode a ``Batch`` with ``DecodeConfig``: greedy when ``beam_size == 1`` (one
     hypothesis per sentence), else beam search with ``n_best`` hypotheses; the
     vocabulary projection in ``decode_cfg.vocab_precision``."""
-    choice = getattr(decode_cfg, "vocab_precision", DecodeConfig.vocab_precision)
-    with vocab_precision(resolve_vocab_dtype(choice, batch.src.device)):
-        return _search_batch(model, batch, decode_cfg)
-
-
-def _search_batch(
-    model: nn.Module, batch: Any, decode_cfg: Any
-) -> list[list[Hypothesis]]:
-    """``translate_batch`` within its vocabulary precision."""
     args = (batch.src, batch.src_lengths, batch.src_mask)
     a, b = decode_cfg.max_len_a, decode_cfg.max_len_b
     a = DEFAULT_MAX_LEN_A if a is None else a
-    if decode_cfg.beam_size <= 1:
-        return [[h] for h in greedy_search(model, *args, a, b)]
-    return beam_search(
-        model,
-        *args,
-        beam_size=decode_cfg.beam_size,
-        length_penalty=decode_cfg.length_penalty,
-        max_len_a=a,
-        max_len_b=b,
-        n_best=decode_cfg.n_best,
-        stop=decode_cfg.stop,
-        coverage_penalty=getattr(decode_cfg, "coverage_penalty", 0.0),
-    )
+    choice = getattr(decode_cfg, "vocab_precision", DecodeConfig.vocab_precision)
+    with vocab_precision(resolve_vocab_dtype(choice, batch.src.device)):
+        if decode_cfg.beam_size <= 1:
+            return [[h] for h in greedy_search(model, *args, a, b)]
+        return beam_search(
+            model,
+            *args,
+            beam_size=decode_cfg.beam_size,
+            length_penalty=decode_cfg.length_penalty,
+            max_len_a=a,
+            max_len_b=b,
+            n_best=decode_cfg.n_best,
+            stop=decode_cfg.stop,
+            coverage_penalty=getattr(decode_cfg, "coverage_penalty", 0.0),
+        )
