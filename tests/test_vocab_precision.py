@@ -14,7 +14,12 @@ from torch.testing import assert_close
 
 from seq2seq.config import AttentionConfig, DecoderConfig, EncoderConfig, ModelConfig
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID
-from seq2seq.decoding.search import greedy_search, translate_batch
+from seq2seq.decoding.search import (
+    beam_search,
+    greedy_search,
+    rescored_candidates,
+    translate_batch,
+)
 from seq2seq.decoding.translator import decode_settings
 from seq2seq.model import device as device_module
 from seq2seq.model.decoder import forget_search_tables, vocab_precision
@@ -48,12 +53,12 @@ def _batch():
     return src, lengths, mask
 
 
-def _first_step(model, dtype):
-    """The first search step's log-probabilities within ``vocab_precision(dtype)``,
-    and its features (the vocabulary projection's input)."""
+def _first_step(model, dtype, candidates=0):
+    """The first search step's log-probabilities within ``vocab_precision(dtype,
+    candidates)``, and its features (the vocabulary projection's input)."""
     src, lengths, mask = _batch()
     prev = torch.full((4,), BOS_ID)
-    with torch.inference_mode(), vocab_precision(dtype):
+    with torch.inference_mode(), vocab_precision(dtype, candidates):
         state = model.init_state(model.encode(src, lengths, mask))
         feat, *_ = model.decoder.search_features(prev, state)
         log_probs, *_ = model.step(prev, state)
@@ -80,6 +85,72 @@ def test_bf16_step_is_the_bf16_projection_of_the_fp32_features(style, tie, emb_d
     fp32, _ = _first_step(model, None)
     assert not torch.equal(log_probs, fp32)  # the setting does change the projection
     assert_close(log_probs, fp32, rtol=0, atol=0.3)  # by bf16 rounding only
+
+
+def _near_tie(model):
+    """Token V-1 made to beat the first sentence's best first token by 0.001: the
+    same weights, a bias of 1.001 against 1.0, which bf16 rounds to a tie (and a
+    tie goes to the lower index). Returns that best token."""
+    _, feat = _first_step(model, None)
+    out = model.decoder.output
+    with torch.inference_mode():
+        best = int(out(feat)[0].argmax())
+    assert best != V_TGT - 1
+    with torch.no_grad():
+        out.proj.weight[V_TGT - 1] = out.proj.weight[best]
+        out.proj.bias[best], out.proj.bias[V_TGT - 1] = 1.0, 1.001
+    forget_search_tables(model)
+    return best
+
+
+def test_candidates_are_fp32_and_settle_a_near_tie():
+    """The ``candidates`` best logits of each row are fp32's, the others bf16's; so
+    the best token is fp32's where bf16 alone picks the wrong one of a near-tie."""
+    model = _model()
+    best = _near_tie(model)
+    fp32, feat = _first_step(model, None)
+    pure, _ = _first_step(model, torch.bfloat16)
+    mixed, _ = _first_step(model, torch.bfloat16, candidates=4)
+    out = model.decoder.output
+    with torch.inference_mode():
+        x = out.pre(feat)
+        exact = out(feat)
+        rounded = F.linear(
+            x.bfloat16(), out.proj.weight.bfloat16(), out.proj.bias.bfloat16()
+        ).float()
+    top4 = rounded.topk(4, dim=-1).indices
+    want = rounded.scatter(-1, top4, exact.gather(-1, top4))
+    assert_close(mixed, F.log_softmax(want, dim=-1), rtol=0, atol=1e-5)
+    assert_close(pure, F.log_softmax(rounded, dim=-1), rtol=0, atol=0)
+    assert int(pure[0].argmax()) == best  # bf16 alone: the tie, to the lower index
+    assert int(mixed[0].argmax()) == int(fp32[0].argmax()) == V_TGT - 1
+    assert torch.equal(mixed.argmax(-1), fp32.argmax(-1))
+
+
+def test_searches_with_candidates_follow_fp32_through_a_near_tie():
+    """translate_batch re-scores ``rescored_candidates(K)`` per row: greedy and beam
+    search choose fp32's tokens where bf16 alone changes the first sentence."""
+    model, (src, lengths, mask) = _model(), _batch()
+    _near_tie(model)
+    batch = SimpleNamespace(src=src, src_lengths=lengths, src_mask=mask)
+    for k in (1, 3):
+        got = [
+            [
+                h.tokens
+                for [h, *_] in translate_batch(
+                    model, batch, _decode(beam_size=k, vocab_precision=choice)
+                )
+            ]
+            for choice in ("fp32", "bf16")
+        ]
+        assert got[0] == got[1]
+        with vocab_precision(torch.bfloat16):  # no candidates: bf16 alone
+            if k == 1:
+                pure = greedy_search(model, src, lengths, mask, 1.5, 5)
+            else:
+                pure = [hs[0] for hs in beam_search(model, src, lengths, mask, k)]
+        assert pure[0].tokens != got[0][0]
+    assert rescored_candidates(1) == 4 and rescored_candidates(5) == 10
 
 
 def test_fp32_step_is_the_output_layer():
@@ -135,7 +206,7 @@ def test_translate_batch_searches_in_the_configured_precision():
     batch = SimpleNamespace(src=src, src_lengths=lengths, src_mask=mask)
     for choice, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
         got = translate_batch(model, batch, _decode(vocab_precision=choice))
-        with vocab_precision(dtype):
+        with vocab_precision(dtype, rescored_candidates(1)):
             want = greedy_search(model, src, lengths, mask, 1.5, 5)
         for [g], w in zip(got, want, strict=True):
             assert g.tokens == w.tokens and g.score == w.score

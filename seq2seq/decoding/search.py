@@ -438,17 +438,27 @@ def _collect(
     return results
 
 
+def rescored_candidates(beam_size: int) -> int:
+    """How many of each row's best logits a search recomputes in fp32 after a
+    lower-precision vocabulary projection: beam search's one ``topk`` takes 2K
+    extensions per sentence, so a row's best 2K cover every one it can take; greedy
+    keeps a few, so that a near-tie of the best two is settled in fp32."""
+    return max(4, 2 * beam_size)
+
+
 def translate_batch(
     model: nn.Module, batch: Any, decode_cfg: Any
 ) -> list[list[Hypothesis]]:
     """Decode a ``Batch`` with ``DecodeConfig``: greedy when ``beam_size == 1`` (one
     hypothesis per sentence), else beam search with ``n_best`` hypotheses; the
-    vocabulary projection in ``decode_cfg.vocab_precision``."""
+    vocabulary projection in ``decode_cfg.vocab_precision``, its best candidates
+    in fp32."""
     args = (batch.src, batch.src_lengths, batch.src_mask)
     a, b = decode_cfg.max_len_a, decode_cfg.max_len_b
     a = DEFAULT_MAX_LEN_A if a is None else a
     choice = getattr(decode_cfg, "vocab_precision", DecodeConfig.vocab_precision)
-    with vocab_precision(resolve_vocab_dtype(choice, batch.src.device)):
+    dtype = resolve_vocab_dtype(choice, batch.src.device)
+    with vocab_precision(dtype, rescored_candidates(decode_cfg.beam_size)):
         if decode_cfg.beam_size <= 1:
             return [[h] for h in greedy_search(model, *args, a, b)]
         return beam_search(

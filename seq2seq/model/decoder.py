@@ -287,11 +287,11 @@ class Decoder(nn.Module):
         """prev_tokens ``(B,)`` → log_probs ``(B, V)`` (float32), new state, weights
         ``(B, S)``."""
         feat, state, att = self.search_features(prev_tokens, state)
-        dtype = _VOCAB_DTYPE.get()
-        if dtype is None or not _fast_search(self, prev_tokens):
+        setting = _VOCAB_SETTING.get()
+        if setting is None or not _fast_search(self, prev_tokens):
             logits = self.output(feat)
         else:
-            logits = _vocab_logits(self, feat, dtype)
+            logits = _vocab_logits(self, feat, setting)
         log_probs = F.log_softmax(logits.float(), dim=-1)
         return log_probs, state, att.weights
 
@@ -418,22 +418,35 @@ def _fast_search(dec: Decoder, tokens: Tensor) -> bool:
     return not (dec.training or torch.is_grad_enabled() or autocast)
 
 
-# The dtype of the search's vocabulary projection (None: the features' own), set for
-# one search by ``vocab_precision`` (``decode.vocab_precision``).
-_VOCAB_DTYPE: ContextVar[torch.dtype | None] = ContextVar("vocab_dtype", default=None)
+class _VocabSetting(NamedTuple):
+    """The search's vocabulary projection: its ``dtype``, and how many of each row's
+    best logits (``candidates``) are computed again in fp32."""
+
+    dtype: torch.dtype
+    candidates: int
+
+
+# Set for one search by ``vocab_precision`` (``decode.vocab_precision``); None: fp32.
+_VOCAB_SETTING: ContextVar[_VocabSetting | None] = ContextVar(
+    "vocab_setting", default=None
+)
 
 
 @contextlib.contextmanager
-def vocab_precision(dtype: torch.dtype | None) -> Iterator[None]:
+def vocab_precision(dtype: torch.dtype | None, candidates: int = 0) -> Iterator[None]:
     """Within the block, ``Decoder.step`` at inference in fp32 projects its features
     onto the vocabulary in ``dtype`` (None: fp32) with a copy of the output weights
-    cast once; log-softmax and search stay fp32. The projection is most of a search
-    step's FLOPs, and bf16 runs it faster on a CPU with native bf16."""
-    token = _VOCAB_DTYPE.set(dtype)
+    cast once, then computes each row's ``candidates`` best logits again in fp32.
+    The projection is most of a search step's FLOPs, and bf16 runs it faster on a
+    CPU with native bf16; the search only ever picks among a row's best few, so
+    with the candidates exact its choices are fp32's but for near-ties at the
+    bf16 rounding. The log-softmax and the search stay fp32."""
+    setting = None if dtype is None else _VocabSetting(dtype, candidates)
+    token = _VOCAB_SETTING.set(setting)
     try:
         yield
     finally:
-        _VOCAB_DTYPE.reset(token)
+        _VOCAB_SETTING.reset(token)
 
 
 class _VocabWeights(NamedTuple):
@@ -448,16 +461,24 @@ class _VocabWeights(NamedTuple):
 _VOCAB: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _vocab_logits(dec: Decoder, feat: Tensor, dtype: torch.dtype) -> Tensor:
-    """``dec.output(feat)`` with the vocabulary projection in ``dtype`` (eval: no
+def _vocab_logits(dec: Decoder, feat: Tensor, setting: _VocabSetting) -> Tensor:
+    """``dec.output(feat)`` with the vocabulary projection in ``setting.dtype`` and
+    each row's ``setting.candidates`` best logits recomputed in fp32 (eval: no
     dropout; a tied model's projection to the embedding size stays in fp32)."""
-    proj = dec.output.proj
+    proj, dtype = dec.output.proj, setting.dtype
     version = (dtype, *((p.data_ptr(), p._version) for p in (proj.weight, proj.bias)))
     cached = _VOCAB.get(dec)
     if cached is None or cached.version != version:
         cached = _VocabWeights(version, proj.weight.to(dtype), proj.bias.to(dtype))
         _VOCAB[dec] = cached
-    return F.linear(dec.output.pre(feat).to(dtype), cached.weight, cached.bias)
+    x = dec.output.pre(feat)
+    logits = F.linear(x.to(dtype), cached.weight, cached.bias).float()  # (B, V)
+    m = min(setting.candidates, logits.size(-1))
+    if m > 0:
+        idx = logits.topk(m, dim=-1, sorted=False).indices  # (B, m)
+        exact = torch.bmm(proj.weight[idx], x.unsqueeze(-1)).squeeze(-1)
+        logits.scatter_(-1, idx, exact + proj.bias[idx])
+    return logits
 
 
 def forget_search_tables(model: nn.Module) -> None:
