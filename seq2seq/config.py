@@ -240,10 +240,11 @@ class DecodeConfig:
     # padded source tokens per decoding batch (validation, evaluate, translate, align);
     # training batches are data.batch_tokens. Chosen by scripts/bench_decode.py.
     batch_tokens: int = 4096
-    # the search's vocabulary projection (most of a step's FLOPs) in fp32 or bf16;
-    # auto: bf16 where the CPU multiplies it natively (AVX512-BF16, AMX), else fp32
-    # (under autocast, as on CUDA, autocast decides). Not bit-identical to fp32, so
-    # opt-in until measured on trained models (issue 21).
+    # the search's vocabulary projection (most of a step's FLOPs) in fp32 or bf16,
+    # each row's best candidates recomputed in fp32; auto: bf16 where the CPU has it
+    # natively and a one-off timing of the projection says it is faster, else fp32
+    # (under autocast, as on CUDA, autocast decides). Its scores are not fp32's and
+    # its speed depends on the CPU, so it is opt-in (docs/performance.md).
     vocab_precision: VocabPrecision = VocabPrecision.fp32
 
 

@@ -14,6 +14,7 @@ from torch.testing import assert_close
 
 from seq2seq.config import AttentionConfig, DecoderConfig, EncoderConfig, ModelConfig
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID
+from seq2seq.decoding import search as search_module
 from seq2seq.decoding.search import (
     beam_search,
     greedy_search,
@@ -215,12 +216,27 @@ def test_translate_batch_searches_in_the_configured_precision():
     assert [h.score for [h] in fp32] != [h.score for [h] in bf16]
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_auto_is_bf16_only_where_the_cpu_has_it(native, monkeypatch, caplog):
+@pytest.mark.parametrize(
+    ("native", "pays"), [(True, True), (True, False), (False, True)]
+)
+def test_auto_is_bf16_only_where_the_cpu_has_it_and_it_pays(
+    native, pays, monkeypatch, caplog
+):
+    """auto: bf16 where the CPU has it natively and the measured projection of the
+    model's shape is faster in bf16; without a shape to measure, fp32."""
+    measured = []
     monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(
+        device_module,
+        "bf16_projection_pays",
+        lambda *key: measured.append(key) or pays,
+    )
     device_module._warn_emulated_vocab_bf16.cache_clear()
-    assert resolve_vocab_dtype("auto", CPU) == (torch.bfloat16 if native else None)
-    assert resolve_vocab_dtype("auto", torch.device("cuda")) is None  # autocast's
+    want = torch.bfloat16 if native and pays else None
+    assert resolve_vocab_dtype("auto", CPU, (40, 8)) == want
+    assert measured == ([(40, 8, torch.get_num_threads())] if native else [])
+    assert resolve_vocab_dtype("auto", CPU) is None  # no shape: nothing to measure
+    assert resolve_vocab_dtype("auto", torch.device("cuda"), (40, 8)) is None
     assert resolve_vocab_dtype("fp32", CPU) is None
     with caplog.at_level(logging.WARNING, logger="seq2seq.model.device"):
         assert resolve_vocab_dtype("bf16", CPU) == torch.bfloat16
@@ -228,6 +244,28 @@ def test_auto_is_bf16_only_where_the_cpu_has_it(native, monkeypatch, caplog):
     assert caplog.text.count("emulated") == (0 if native else 1)  # once a process
     with pytest.raises(ValueError, match="'fp16' is not a valid VocabPrecision"):
         resolve_vocab_dtype("fp16", CPU)
+
+
+def test_the_measurement_is_taken_once_per_shape(caplog):
+    device_module.bf16_projection_pays.cache_clear()
+    with caplog.at_level(logging.INFO, logger="seq2seq.model.device"):
+        first = device_module.bf16_projection_pays(40, 8, 1)
+        assert device_module.bf16_projection_pays(40, 8, 1) is first
+    assert isinstance(first, bool)
+    assert caplog.text.count("bf16 projection ×") == 1
+
+
+def test_translate_batch_measures_the_models_projection(monkeypatch):
+    seen = []
+    monkeypatch.setattr(
+        search_module,
+        "resolve_vocab_dtype",
+        lambda choice, device, shape=None: seen.append((choice, shape)),
+    )
+    model, (src, lengths, mask) = _model(), _batch()
+    batch = SimpleNamespace(src=src, src_lengths=lengths, src_mask=mask)
+    translate_batch(model, batch, _decode(vocab_precision="auto"))
+    assert seen == [("auto", (V_TGT, 8))]
 
 
 def test_decode_settings_check_and_default_the_choice():

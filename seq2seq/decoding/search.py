@@ -39,7 +39,7 @@ from torch import Tensor, nn
 
 from seq2seq.config import DecodeConfig, Stop
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from seq2seq.model.decoder import vocab_precision
+from seq2seq.model.decoder import OutputLayer, vocab_precision
 from seq2seq.model.device import resolve_vocab_dtype
 
 NEG_INF = float("-inf")
@@ -438,6 +438,14 @@ def _collect(
     return results
 
 
+def projection_shape(model: nn.Module) -> tuple[int, int] | None:
+    """(V, in) of the model's (first) vocabulary projection, None without one."""
+    for module in model.modules():
+        if isinstance(module, OutputLayer):
+            return tuple(module.proj.weight.shape)
+    return None
+
+
 def rescored_candidates(beam_size: int) -> int:
     """How many of each row's best logits a search recomputes in fp32 after a
     lower-precision vocabulary projection: beam search's one ``topk`` takes 2K
@@ -457,7 +465,7 @@ def translate_batch(
     a, b = decode_cfg.max_len_a, decode_cfg.max_len_b
     a = DEFAULT_MAX_LEN_A if a is None else a
     choice = getattr(decode_cfg, "vocab_precision", DecodeConfig.vocab_precision)
-    dtype = resolve_vocab_dtype(choice, batch.src.device)
+    dtype = resolve_vocab_dtype(choice, batch.src.device, projection_shape(model))
     with vocab_precision(dtype, rescored_candidates(decode_cfg.beam_size)):
         if decode_cfg.beam_size <= 1:
             return [[h] for h in greedy_search(model, *args, a, b)]

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import logging
 import os
+import time
 
 import torch
 
@@ -74,22 +75,70 @@ def resolve_precision(
 
 
 def resolve_vocab_dtype(
-    choice: VocabPrecision | str, device: torch.device
+    choice: VocabPrecision | str,
+    device: torch.device,
+    shape: tuple[int, int] | None = None,
 ) -> torch.dtype | None:
     """The dtype of the search's vocabulary projection, or None for the model's own
-    (fp32, or autocast's). ``auto``: bf16 on a CPU that multiplies bf16 natively,
-    where that matmul (most of a search step's FLOPs) is cheaper than in fp32;
-    elsewhere None: oneDNN would emulate bf16, and on CUDA autocast
-    (precision=auto) already runs it in bf16."""
+    (fp32, or autocast's). ``auto``: bf16 on a CPU that multiplies bf16 natively
+    and, measured once for the projection's ``shape`` (V, in), runs it faster
+    that way (``bf16_projection_pays``); elsewhere None: oneDNN would emulate bf16,
+    and on CUDA autocast (precision=auto) already runs it in bf16."""
     choice = VocabPrecision(choice)
     if choice == VocabPrecision.auto:
         native = device.type == "cpu" and cpu_has_native_bf16()
-        return torch.bfloat16 if native else None
+        if not native or shape is None:
+            return None
+        pays = bf16_projection_pays(*shape, torch.get_num_threads())
+        return torch.bfloat16 if pays else None
     if choice == VocabPrecision.fp32:
         return None
     if device.type == "cpu" and not cpu_has_native_bf16():
         _warn_emulated_vocab_bf16()
     return torch.bfloat16
+
+
+BF16_MARGIN = 1.1  # bf16 must be this much faster to be chosen
+
+
+@functools.cache
+def bf16_projection_pays(vocab: int, size: int, threads: int) -> bool:
+    """Whether this CPU runs a search step's vocabulary projection (256 rows of
+    ``size`` onto ``vocab``, its best 10 logits recomputed in fp32, as
+    ``decode.vocab_precision=bf16`` does) ``BF16_MARGIN`` times faster than fp32.
+    Native bf16 does not settle it: on the AMD EPYC of docs/performance.md bf16 was
+    1.2–1.4× faster, on an Intel Xeon with AVX512-BF16 0.7–0.8×. About 0.1 s, once
+    per process, shape and thread count."""
+    del threads  # a key of the cache only: the timings below use the current count
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(256, size, generator=gen)
+    w = torch.randn(vocab, size, generator=gen)
+    xb, wb = x.bfloat16(), w.bfloat16()
+
+    def fp32() -> None:
+        torch.nn.functional.linear(x, w)
+
+    def bf16() -> None:
+        logits = torch.nn.functional.linear(xb, wb).float()
+        idx = logits.topk(10, dim=-1, sorted=False).indices
+        logits.scatter_(-1, idx, torch.bmm(w[idx], x.unsqueeze(-1)).squeeze(-1))
+
+    with torch.inference_mode():
+        times = {fn: _fastest(fn) for fn in (fp32, bf16)}
+    ratio = times[fp32] / times[bf16]
+    log.info("vocab_precision=auto: bf16 projection ×%.2f against fp32", ratio)
+    return ratio >= BF16_MARGIN
+
+
+def _fastest(fn, repeats: int = 5) -> float:
+    """The fastest of ``repeats`` timed calls of ``fn``, after one warm-up."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
 
 
 @functools.cache
