@@ -437,8 +437,9 @@ def vocab_precision(dtype: torch.dtype | None, candidates: int = 0) -> Iterator[
     """Within the block, ``Decoder.step`` at inference in fp32 projects its features
     onto the vocabulary in ``dtype`` (None: fp32) with a copy of the output weights
     cast once, then computes each row's ``candidates`` best logits again in fp32.
-    The projection is most of a search step's FLOPs, and bf16 runs it faster on a
-    CPU with native bf16; the search only ever picks among a row's best few, so
+    The projection is most of a search step's FLOPs, and bf16 runs it faster on
+    some CPUs (``model/device.py`` measures); the search only ever picks among a
+    row's best few, so
     with the candidates exact its choices are fp32's but for near-ties at the
     bf16 rounding. The log-softmax and the search stay fp32."""
     setting = None if dtype is None else _VocabSetting(dtype, candidates)

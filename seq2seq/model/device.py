@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -106,9 +107,9 @@ def bf16_projection_pays(vocab: int, size: int, threads: int) -> bool:
     """Whether this CPU runs a search step's vocabulary projection (256 rows of
     ``size`` onto ``vocab``, its best 10 logits recomputed in fp32, as
     ``decode.vocab_precision=bf16`` does) ``BF16_MARGIN`` times faster than fp32.
-    Native bf16 does not settle it: on the AMD EPYC of docs/performance.md bf16 was
-    1.2–1.4× faster, on an Intel Xeon with AVX512-BF16 0.7–0.8×. About 0.1 s, once
-    per process, shape and thread count."""
+    Native bf16 does not settle it: in the searches of docs/performance.md bf16 was
+    1.2–1.4× faster on an AMD EPYC and 0.7–0.9× on an Intel Xeon with AVX512-BF16.
+    0.1–0.3 s, once per process, shape and thread count."""
     del threads  # a key of the cache only: the timings below use the current count
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(256, size, generator=gen)
@@ -130,7 +131,7 @@ def bf16_projection_pays(vocab: int, size: int, threads: int) -> bool:
     return ratio >= BF16_MARGIN
 
 
-def _fastest(fn, repeats: int = 5) -> float:
+def _fastest(fn: Callable[[], None], repeats: int = 5) -> float:
     """The fastest of ``repeats`` timed calls of ``fn``, after one warm-up."""
     fn()
     times = []
