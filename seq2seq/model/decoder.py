@@ -439,9 +439,8 @@ def vocab_precision(dtype: torch.dtype | None, candidates: int = 0) -> Iterator[
     cast once, then computes each row's ``candidates`` best logits again in fp32.
     The projection is most of a search step's FLOPs, and bf16 runs it faster on
     some CPUs (``model/device.py`` measures); the search only ever picks among a
-    row's best few, so
-    with the candidates exact its choices are fp32's but for near-ties at the
-    bf16 rounding. The log-softmax and the search stay fp32."""
+    row's best few, so with the candidates exact its choices are fp32's but for
+    near-ties at the bf16 rounding. The log-softmax and the search stay fp32."""
     setting = None if dtype is None else _VocabSetting(dtype, candidates)
     token = _VOCAB_SETTING.set(setting)
     try:
