@@ -75,7 +75,7 @@ Sampling = choice("Sampling", "none", "linear", "exponential", "inverse_sigmoid"
 # auto: bf16 on CUDA, fp32 on CPU; fp16: CUDA only.
 Precision = choice("Precision", "auto", "fp32", "bf16", "fp16")
 # The search's vocabulary projection (decoding/search.py): auto: bf16 on a CPU that
-# multiplies bf16 natively, else the model's precision.
+# multiplies bf16 natively and is timed faster that way, else the model's precision.
 VocabPrecision = choice("VocabPrecision", "auto", "fp32", "bf16")
 NonFinite = choice("NonFinite", "skip", "stop")
 AlignFormat = choice("AlignFormat", "png", "html", "terminal", "pharaoh", "json", "npy")
