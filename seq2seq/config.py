@@ -74,9 +74,9 @@ Stop = choice("Stop", "bound", "best")
 Sampling = choice("Sampling", "none", "linear", "exponential", "inverse_sigmoid")
 # auto: bf16 on CUDA, fp32 on CPU; fp16: CUDA only.
 Precision = choice("Precision", "auto", "fp32", "bf16", "fp16")
-# The search's vocabulary projection (decoding/search.py): auto: bf16 on a CPU that
-# multiplies bf16 natively and is timed faster that way, else the model's precision.
-VocabPrecision = choice("VocabPrecision", "auto", "fp32", "bf16")
+# The search's vocabulary projection (decoding/search.py): auto: on CPU, the fastest
+# of fp32, int8 and (where native) bf16, timed once; else the model's precision.
+VocabPrecision = choice("VocabPrecision", "auto", "fp32", "bf16", "int8")
 NonFinite = choice("NonFinite", "skip", "stop")
 AlignFormat = choice("AlignFormat", "png", "html", "terminal", "pharaoh", "json", "npy")
 # How two directions' word alignments combine (alignment/symmetrize.py): three rules
@@ -240,11 +240,11 @@ class DecodeConfig:
     # padded source tokens per decoding batch (validation, evaluate, translate, align);
     # training batches are data.batch_tokens. Chosen by scripts/bench_decode.py.
     batch_tokens: int = 4096
-    # the search's vocabulary projection (most of a step's FLOPs) in fp32 or bf16,
-    # each row's best candidates recomputed in fp32; auto: bf16 where the CPU has it
-    # natively and a one-off timing of the projection says it is faster, else fp32
-    # (under autocast, as on CUDA, autocast decides). Its scores are not fp32's and
-    # its speed depends on the CPU, so it is opt-in (docs/performance.md).
+    # the search's vocabulary projection (most of a step's FLOPs) in fp32, bf16 or
+    # int8 (CPU only), each row's best candidates recomputed in fp32; auto: on CPU the
+    # fastest of them by a one-off timing of the projection, else fp32 (under
+    # autocast, as on CUDA, autocast decides). Its scores are not fp32's and its speed
+    # depends on the CPU, so it is opt-in (docs/performance.md).
     vocab_precision: VocabPrecision = VocabPrecision.fp32
 
 

@@ -1,6 +1,6 @@
-"""The search's vocabulary projection in bf16 (``decode.vocab_precision``): the math
-of the bf16 path, its weights following the model's, where it applies, how ``auto``
-resolves, and how the setting reaches the search from the config and the CLI."""
+"""The search's vocabulary projection in bf16 or int8 (``decode.vocab_precision``):
+the math of each path against a reference, its weights following the model's, where
+it applies, how ``auto`` resolves, and how the setting reaches the search."""
 
 from __future__ import annotations
 
@@ -22,9 +22,12 @@ from seq2seq.decoding.search import (
     translate_batch,
 )
 from seq2seq.decoding.translator import decode_settings
+from seq2seq.errors import ConfigValueError
 from seq2seq.model import device as device_module
+from seq2seq.model import quantized
 from seq2seq.model.decoder import forget_search_tables, vocab_precision
 from seq2seq.model.device import resolve_vocab_dtype
+from seq2seq.model.quantized import Int8Projection
 from seq2seq.model.seq2seq import build_model
 
 V_SRC, V_TGT = 15, 40
@@ -86,6 +89,65 @@ def test_bf16_step_is_the_bf16_projection_of_the_fp32_features(style, tie, emb_d
     fp32, _ = _first_step(model, None)
     assert not torch.equal(log_probs, fp32)  # the setting does change the projection
     assert_close(log_probs, fp32, rtol=0, atol=0.3)  # by bf16 rounding only
+
+
+def _int8_reference(x, weight, bias):
+    """``F.linear`` of x and weight as int8 rounds them: the weight per row to
+    [-127, 127]·s (symmetric), x per tensor to 7 bits [0, 127] with a zero point."""
+    s_w = weight.abs().amax(dim=1, keepdim=True).clamp_min(1e-8) / 127  # a PAD row: 0
+    w = (weight / s_w).round().clamp(-128, 127) * s_w
+    lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    s_x = (hi - lo) / 127
+    zero = round(-lo / s_x)
+    xq = ((x / s_x).round() + zero).clamp(0, 127)
+    return F.linear((xq - zero) * s_x, w, bias)
+
+
+def test_int8_projection_is_the_linear_of_the_rounded_operands():
+    torch.manual_seed(0)
+    weight, bias = torch.randn(40, 8) * 3, torch.randn(40)
+    x = torch.randn(4, 8).tanh()
+    got = Int8Projection(weight, bias)(x)
+    assert_close(got, _int8_reference(x, weight, bias), rtol=0, atol=1e-5)
+    fp32 = F.linear(x, weight, bias)
+    assert (got - fp32).abs().max() > 1e-3  # it is int8, not fp32 again
+
+
+@pytest.mark.parametrize(("style", "tie"), [("bahdanau", False), ("luong", True)])
+def test_int8_step_projects_in_int8_and_rescores_the_candidates(style, tie):
+    """log-softmax of the int8 logits, with each row's ``candidates`` best (by the
+    int8 logits) replaced by fp32's."""
+    model = _model(style, tie)
+    proj = model.decoder.output.proj
+    fp32, feat = _first_step(model, None)
+    pure, _ = _first_step(model, torch.qint8)
+    mixed, _ = _first_step(model, torch.qint8, candidates=4)
+    with torch.inference_mode():
+        x = model.decoder.output.pre(feat)
+        rounded = _int8_reference(x, proj.weight, proj.bias)
+        exact = model.decoder.output(feat)
+    assert_close(pure, F.log_softmax(rounded, dim=-1), rtol=0, atol=1e-4)
+    top4 = pure.topk(4, dim=-1).indices
+    want = rounded.scatter(-1, top4, exact.gather(-1, top4))
+    assert_close(mixed, F.log_softmax(want, dim=-1), rtol=0, atol=1e-4)
+    assert not torch.equal(pure, fp32)
+    assert torch.equal(mixed.argmax(-1), fp32.argmax(-1))
+
+
+def test_int8_searches_choose_fp32_tokens():
+    model, (src, lengths, mask) = _model(), _batch()
+    batch = SimpleNamespace(src=src, src_lengths=lengths, src_mask=mask)
+    for k in (1, 3):
+        got = [
+            [
+                h.tokens
+                for [h, *_] in translate_batch(
+                    model, batch, _decode(beam_size=k, vocab_precision=choice)
+                )
+            ]
+            for choice in ("fp32", "int8")
+        ]
+        assert got[0] == got[1]
 
 
 def _near_tie(model):
@@ -162,22 +224,23 @@ def test_fp32_step_is_the_output_layer():
     assert torch.equal(log_probs, want)
 
 
-def test_bf16_weights_follow_the_model():
-    """The bf16 copy is rebuilt when a weight changes in place (a loaded state dict,
-    most optimizer steps) and dropped by ``forget_search_tables`` (fused Adam changes
-    weights without bumping their version)."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.qint8])
+def test_lowered_weights_follow_the_model(dtype):
+    """The bf16 or int8 copy is rebuilt when a weight changes in place (a loaded state
+    dict, most optimizer steps) and dropped by ``forget_search_tables`` (fused Adam
+    changes weights without bumping their version)."""
     model = _model()
-    before, _ = _first_step(model, torch.bfloat16)
+    before, _ = _first_step(model, dtype)
     with torch.no_grad():
         model.decoder.output.proj.bias.add_(3.0 * torch.arange(V_TGT) / V_TGT)
-    changed, feat = _first_step(model, torch.bfloat16)
+    changed, feat = _first_step(model, dtype)
     assert not torch.equal(before, changed)
     with torch.no_grad():  # unseen by the version: a .data write, as fused Adam does
         model.decoder.output.proj.weight.data.mul_(-1.0)
-    stale, _ = _first_step(model, torch.bfloat16)
+    stale, _ = _first_step(model, dtype)
     assert torch.equal(stale, changed)
     forget_search_tables(model)
-    fresh, feat = _first_step(model, torch.bfloat16)
+    fresh, feat = _first_step(model, dtype)
     with torch.inference_mode():
         want = F.log_softmax(model.decoder.output(feat), dim=-1)
     assert_close(fresh, want, rtol=0, atol=0.3)
@@ -205,39 +268,45 @@ def _decode(**settings):
 def test_translate_batch_searches_in_the_configured_precision():
     model, (src, lengths, mask) = _model(), _batch()
     batch = SimpleNamespace(src=src, src_lengths=lengths, src_mask=mask)
-    for choice, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+    for choice, dtype in (
+        ("fp32", None),
+        ("bf16", torch.bfloat16),
+        ("int8", torch.qint8),
+    ):
         got = translate_batch(model, batch, _decode(vocab_precision=choice))
         with vocab_precision(dtype, rescored_candidates(1)):
             want = greedy_search(model, src, lengths, mask, 1.5, 5)
         for [g], w in zip(got, want, strict=True):
             assert g.tokens == w.tokens and g.score == w.score
     fp32 = translate_batch(model, batch, _decode(vocab_precision="fp32"))
-    bf16 = translate_batch(model, batch, _decode(vocab_precision="bf16"))
-    assert [h.score for [h] in fp32] != [h.score for [h] in bf16]
+    for lowered in ("bf16", "int8"):
+        other = translate_batch(model, batch, _decode(vocab_precision=lowered))
+        assert [h.score for [h] in fp32] != [h.score for [h] in other]
 
 
-@pytest.mark.parametrize(
-    ("native", "pays"), [(True, True), (True, False), (False, True)]
-)
-def test_auto_is_bf16_only_where_the_cpu_has_it_and_it_pays(
-    native, pays, monkeypatch, caplog
-):
-    """auto: bf16 where the CPU has it natively and the measured projection of the
-    model's shape is faster in bf16; without a shape to measure, fp32."""
+@pytest.mark.parametrize("fastest", [None, torch.bfloat16, torch.qint8])
+def test_auto_is_the_measured_fastest_on_cpu(fastest, monkeypatch):
+    """auto: what ``fastest_projection`` measured for the model's shape and this
+    thread count, on CPU; without a shape to measure, and on CUDA, fp32 (None)."""
     measured = []
-    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: native)
     monkeypatch.setattr(
         device_module,
-        "bf16_projection_pays",
-        lambda *key: measured.append(key) or pays,
+        "fastest_projection",
+        lambda *key: measured.append(key) or fastest,
     )
-    device_module._warn_emulated_vocab_bf16.cache_clear()
-    want = torch.bfloat16 if native and pays else None
-    assert resolve_vocab_dtype("auto", CPU, (40, 8)) == want
-    assert measured == ([(40, 8, torch.get_num_threads())] if native else [])
+    assert resolve_vocab_dtype("auto", CPU, (40, 8)) == fastest
+    assert measured == [(40, 8, torch.get_num_threads())]
     assert resolve_vocab_dtype("auto", CPU) is None  # no shape: nothing to measure
     assert resolve_vocab_dtype("auto", torch.device("cuda"), (40, 8)) is None
+    assert len(measured) == 1
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_explicit_choices_resolve_and_warn(native, monkeypatch, caplog):
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: native)
+    device_module._warn_emulated_vocab_bf16.cache_clear()
     assert resolve_vocab_dtype("fp32", CPU) is None
+    assert resolve_vocab_dtype("int8", CPU) == torch.qint8
     with caplog.at_level(logging.WARNING, logger="seq2seq.model.device"):
         assert resolve_vocab_dtype("bf16", CPU) == torch.bfloat16
         assert resolve_vocab_dtype("bf16", CPU) == torch.bfloat16
@@ -246,13 +315,31 @@ def test_auto_is_bf16_only_where_the_cpu_has_it_and_it_pays(
         resolve_vocab_dtype("fp16", CPU)
 
 
-def test_the_measurement_is_taken_once_per_shape(caplog):
-    device_module.bf16_projection_pays.cache_clear()
+def test_int8_is_refused_where_it_cannot_run(monkeypatch):
+    with pytest.raises(ConfigValueError, match="int8 runs on the CPU only"):
+        resolve_vocab_dtype("int8", torch.device("cuda"))
+    monkeypatch.setattr(quantized, "int8_available", lambda: False)
+    with pytest.raises(ConfigValueError, match="no CPU int8 kernels"):
+        resolve_vocab_dtype("int8", CPU)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_measurement_times_what_the_cpu_has_once_per_shape(
+    native, monkeypatch, caplog
+):
+    """int8 is timed where torch has its kernels, bf16 only where the CPU has it
+    natively; the result is one of them or None, measured once per key."""
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: native)
+    device_module.fastest_projection.cache_clear()
     with caplog.at_level(logging.INFO, logger="seq2seq.model.device"):
-        first = device_module.bf16_projection_pays(40, 8, 1)
-        assert device_module.bf16_projection_pays(40, 8, 1) is first
-    assert isinstance(first, bool)
-    assert caplog.text.count("bf16 projection ×") == 1
+        first = device_module.fastest_projection(40, 8, 1)
+        assert device_module.fastest_projection(40, 8, 1) is first
+    device_module.fastest_projection.cache_clear()
+    assert first in (None, torch.qint8, torch.bfloat16)
+    assert caplog.text.count("int8 projection ×") == 1
+    assert caplog.text.count("bf16 projection ×") == (1 if native else 0)
+    if not native:
+        assert first != torch.bfloat16
 
 
 def test_translate_batch_measures_the_models_projection(monkeypatch):
@@ -271,5 +358,7 @@ def test_translate_batch_measures_the_models_projection(monkeypatch):
 def test_decode_settings_check_and_default_the_choice():
     assert decode_settings(None).vocab_precision == "fp32"  # opt-in
     assert _decode(vocab_precision="fp32").vocab_precision == "fp32"
-    with pytest.raises(ValueError, match=r"Invalid value 'half'.*auto, fp32, bf16"):
+    with pytest.raises(
+        ValueError, match=r"Invalid value 'half'.*auto, fp32, bf16, int8"
+    ):
         _decode(vocab_precision="half")

@@ -32,6 +32,7 @@ from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import Attention, AttentionOutput, Keys, attend_step
 from seq2seq.model.gru import StackedGRU
 from seq2seq.model.precision import cast_like_autocast
+from seq2seq.model.quantized import Int8Projection
 
 
 class DecoderState(NamedTuple):
@@ -435,12 +436,14 @@ _VOCAB_SETTING: ContextVar[_VocabSetting | None] = ContextVar(
 @contextlib.contextmanager
 def vocab_precision(dtype: torch.dtype | None, candidates: int = 0) -> Iterator[None]:
     """Within the block, ``Decoder.step`` at inference in fp32 projects its features
-    onto the vocabulary in ``dtype`` (None: fp32) with a copy of the output weights
-    cast once, then computes each row's ``candidates`` best logits again in fp32.
-    The projection is most of a search step's FLOPs, and bf16 runs it faster on
+    onto the vocabulary in ``dtype`` (None: fp32; ``torch.bfloat16``, or
+    ``torch.qint8`` for int8) with a copy of the output weights converted once,
+    then computes each row's ``candidates`` best logits again in fp32. The
+    projection is most of a search step's FLOPs, and bf16 or int8 runs it faster on
     some CPUs (``model/device.py`` measures); the search only ever picks among a
     row's best few, so with the candidates exact its choices are fp32's but for
-    near-ties at the bf16 rounding. The log-softmax and the search stay fp32."""
+    near-ties at the rounding (which also moves the log-softmax's normaliser a
+    little). The log-softmax and the search stay fp32."""
     setting = None if dtype is None else _VocabSetting(dtype, candidates)
     token = _VOCAB_SETTING.set(setting)
     try:
@@ -450,15 +453,24 @@ def vocab_precision(dtype: torch.dtype | None, candidates: int = 0) -> Iterator[
 
 
 class _VocabWeights(NamedTuple):
-    """The vocabulary projection's weight and bias in another dtype; ``version`` as
-    in ``_SearchTables`` (with the dtype)."""
+    """The vocabulary projection in another precision: ``project`` maps features to
+    logits (fp32) with weights converted once; ``version`` as in ``_SearchTables``
+    (with the dtype)."""
 
     version: tuple
-    weight: Tensor
-    bias: Tensor
+    project: Callable[[Tensor], Tensor]
 
 
 _VOCAB: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _lowered_projection(proj: nn.Linear, dtype: torch.dtype) -> Callable:
+    """``proj`` with its weight in ``dtype``: bf16 (weight, bias and features cast),
+    or int8 (``torch.qint8``: fbgemm's kernels, ``model/quantized.py``)."""
+    if dtype == torch.qint8:
+        return Int8Projection(proj.weight, proj.bias)
+    weight, bias = proj.weight.to(dtype), proj.bias.to(dtype)
+    return lambda x: F.linear(x.to(dtype), weight, bias).float()
 
 
 def _vocab_logits(dec: Decoder, feat: Tensor, setting: _VocabSetting) -> Tensor:
@@ -469,10 +481,10 @@ def _vocab_logits(dec: Decoder, feat: Tensor, setting: _VocabSetting) -> Tensor:
     version = (dtype, *((p.data_ptr(), p._version) for p in (proj.weight, proj.bias)))
     cached = _VOCAB.get(dec)
     if cached is None or cached.version != version:
-        cached = _VocabWeights(version, proj.weight.to(dtype), proj.bias.to(dtype))
+        cached = _VocabWeights(version, _lowered_projection(proj, dtype))
         _VOCAB[dec] = cached
     x = dec.output.pre(feat)
-    logits = F.linear(x.to(dtype), cached.weight, cached.bias).float()  # (B, V)
+    logits = cached.project(x)  # (B, V) float32
     m = min(setting.candidates, logits.size(-1))
     if m > 0:
         idx = logits.topk(m, dim=-1, sorted=False).indices  # (B, m)
