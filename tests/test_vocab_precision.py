@@ -32,6 +32,9 @@ from seq2seq.model.seq2seq import build_model
 
 V_SRC, V_TGT = 15, 40
 CPU = torch.device("cpu")
+needs_int8 = pytest.mark.skipif(
+    not quantized.int8_available(), reason="this torch has no CPU int8 kernels"
+)
 
 
 def _model(style="bahdanau", tie=False, emb_dim=6):
@@ -103,6 +106,7 @@ def _int8_reference(x, weight, bias):
     return F.linear((xq - zero) * s_x, w, bias)
 
 
+@needs_int8
 def test_int8_projection_is_the_linear_of_the_rounded_operands():
     torch.manual_seed(0)
     weight, bias = torch.randn(40, 8) * 3, torch.randn(40)
@@ -113,6 +117,7 @@ def test_int8_projection_is_the_linear_of_the_rounded_operands():
     assert (got - fp32).abs().max() > 1e-3  # it is int8, not fp32 again
 
 
+@needs_int8
 @pytest.mark.parametrize(("style", "tie"), [("bahdanau", False), ("luong", True)])
 def test_int8_step_projects_in_int8_and_rescores_the_candidates(style, tie):
     """log-softmax of the int8 logits, with each row's ``candidates`` best (by the
@@ -134,6 +139,7 @@ def test_int8_step_projects_in_int8_and_rescores_the_candidates(style, tie):
     assert torch.equal(mixed.argmax(-1), fp32.argmax(-1))
 
 
+@needs_int8
 def test_int8_searches_choose_fp32_tokens():
     model, (src, lengths, mask) = _model(), _batch()
     batch = SimpleNamespace(src=src, src_lengths=lengths, src_mask=mask)
@@ -224,7 +230,9 @@ def test_fp32_step_is_the_output_layer():
     assert torch.equal(log_probs, want)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.qint8])
+@pytest.mark.parametrize(
+    "dtype", [torch.bfloat16, pytest.param(torch.qint8, marks=needs_int8)]
+)
 def test_lowered_weights_follow_the_model(dtype):
     """The bf16 or int8 copy is rebuilt when a weight changes in place (a loaded state
     dict, most optimizer steps) and dropped by ``forget_search_tables`` (fused Adam
@@ -265,23 +273,22 @@ def _decode(**settings):
     return decode_settings(None, **settings)
 
 
-def test_translate_batch_searches_in_the_configured_precision():
+@pytest.mark.parametrize(
+    ("lowered", "lowered_dtype"),
+    [("bf16", torch.bfloat16), pytest.param("int8", torch.qint8, marks=needs_int8)],
+)
+def test_translate_batch_searches_in_the_configured_precision(lowered, lowered_dtype):
     model, (src, lengths, mask) = _model(), _batch()
     batch = SimpleNamespace(src=src, src_lengths=lengths, src_mask=mask)
-    for choice, dtype in (
-        ("fp32", None),
-        ("bf16", torch.bfloat16),
-        ("int8", torch.qint8),
-    ):
+    for choice, dtype in (("fp32", None), (lowered, lowered_dtype)):
         got = translate_batch(model, batch, _decode(vocab_precision=choice))
         with vocab_precision(dtype, rescored_candidates(1)):
             want = greedy_search(model, src, lengths, mask, 1.5, 5)
         for [g], w in zip(got, want, strict=True):
             assert g.tokens == w.tokens and g.score == w.score
     fp32 = translate_batch(model, batch, _decode(vocab_precision="fp32"))
-    for lowered in ("bf16", "int8"):
-        other = translate_batch(model, batch, _decode(vocab_precision=lowered))
-        assert [h.score for [h] in fp32] != [h.score for [h] in other]
+    other = translate_batch(model, batch, _decode(vocab_precision=lowered))
+    assert [h.score for [h] in fp32] != [h.score for [h] in other]
 
 
 @pytest.mark.parametrize("fastest", [None, torch.bfloat16, torch.qint8])
@@ -304,6 +311,7 @@ def test_auto_is_the_measured_fastest_on_cpu(fastest, monkeypatch):
 @pytest.mark.parametrize("native", [True, False])
 def test_explicit_choices_resolve_and_warn(native, monkeypatch, caplog):
     monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(quantized, "int8_available", lambda: True)
     device_module._warn_emulated_vocab_bf16.cache_clear()
     assert resolve_vocab_dtype("fp32", CPU) is None
     assert resolve_vocab_dtype("int8", CPU) == torch.qint8
@@ -324,6 +332,7 @@ def test_int8_is_refused_where_it_cannot_run(monkeypatch):
 
 
 @pytest.mark.parametrize("native", [True, False])
+@needs_int8
 def test_the_measurement_times_what_the_cpu_has_once_per_shape(
     native, monkeypatch, caplog
 ):
