@@ -17,7 +17,10 @@ is compared with like.
 - ``--vocab fp32,bf16``: the vocabulary projection's precision (decode.vocab_precision);
   each row after the first value is compared with the first's;
 - ``--baseline REF``: the search of git revision ``REF`` (``decoding/search.py`` as it
-  was there, loaded beside today's) as an extra variant of each row.
+  was there, loaded beside today's) as an extra variant of each row;
+- ``--profile``: after the timed rounds, one pass of each variant under
+  ``torch.profiler``, printing its operators' shares of the self time (the
+  matmuls' share bounds what any change outside them can gain).
 
 A compared row gives the share of sentences whose output differs and the median ratio
 of the paired round times, "speed-up": baseline / today, or first vocab / this vocab
@@ -39,6 +42,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -93,7 +97,8 @@ def main() -> None:
     parser.add_argument("--stop", default="bound", help="beam stop rules")
     parser.add_argument("--batch-tokens", default="", help="budgets; default: ckpt")
     parser.add_argument("--max-len", default="", help="a:b,... maximum lengths")
-    parser.add_argument("--vocab", default="fp32", help="vocab precisions: fp32,bf16")
+    parser.add_argument("--vocab", default="fp32", help="fp32,int8,bf16,auto")
+    parser.add_argument("--profile", action="store_true", help="operator shares")
     parser.add_argument("--baseline", default=None, help="git revision of search.py")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
@@ -177,6 +182,28 @@ def main() -> None:
             ratio = f"{statistics.median(ratios):.3f}"
         cells = [name, f"{rate:.1f}", f"{bleu:.2f}", f"{words:.2f}", differs, ratio]
         print("| " + " | ".join(cells) + " |")
+    if args.profile:
+        for name, tr, module in variants:
+            with search_of(module):
+                print(f"\n{name}: " + profile_shares(partial(tr.hypotheses, split)))
+
+
+MATMULS = ("aten::addmm", "aten::mm", "aten::bmm", "quantized::linear_dynamic")
+
+
+def profile_shares(run, top: int = 12) -> str:
+    """``run()`` under ``torch.profiler``: the matmuls' share of the self time, then
+    the ``top`` operators' shares."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    ops = [(e.key, e.self_cpu_time_total) for e in prof.key_averages()]
+    total = sum(t for _, t in ops) or 1.0
+    matmuls = sum(t for k, t in ops if k in MATMULS) / total
+    ops.sort(key=lambda op: -op[1])
+    shares = ", ".join(f"{k} {t / total:.1%}" for k, t in ops[:top])
+    return f"matmuls {matmuls:.1%} of {total / 1e6:.2f} s self time; {shares}"
 
 
 if __name__ == "__main__":

@@ -139,20 +139,18 @@ def test_int8_step_projects_in_int8_and_rescores_the_candidates(style, tie):
     assert torch.equal(mixed.argmax(-1), fp32.argmax(-1))
 
 
+def _best_tokens(model, batch, beam_size, choice):
+    """Each sentence's best tokens from ``translate_batch`` in ``choice``."""
+    settings = _decode(beam_size=beam_size, vocab_precision=choice)
+    return [h.tokens for [h, *_] in translate_batch(model, batch, settings)]
+
+
 @needs_int8
 def test_int8_searches_choose_fp32_tokens():
     model, (src, lengths, mask) = _model(), _batch()
     batch = SimpleNamespace(src=src, src_lengths=lengths, src_mask=mask)
     for k in (1, 3):
-        got = [
-            [
-                h.tokens
-                for [h, *_] in translate_batch(
-                    model, batch, _decode(beam_size=k, vocab_precision=choice)
-                )
-            ]
-            for choice in ("fp32", "int8")
-        ]
+        got = [_best_tokens(model, batch, k, choice) for choice in ("fp32", "int8")]
         assert got[0] == got[1]
 
 
@@ -203,15 +201,7 @@ def test_searches_with_candidates_follow_fp32_through_a_near_tie():
     _near_tie(model)
     batch = SimpleNamespace(src=src, src_lengths=lengths, src_mask=mask)
     for k in (1, 3):
-        got = [
-            [
-                h.tokens
-                for [h, *_] in translate_batch(
-                    model, batch, _decode(beam_size=k, vocab_precision=choice)
-                )
-            ]
-            for choice in ("fp32", "bf16")
-        ]
+        got = [_best_tokens(model, batch, k, choice) for choice in ("fp32", "bf16")]
         assert got[0] == got[1]
         with vocab_precision(torch.bfloat16):  # no candidates: bf16 alone
             if k == 1:
