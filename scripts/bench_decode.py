@@ -14,8 +14,8 @@ is compared with like.
 - ``--max-len 1.5:10,1.2:5``: maximum output lengths ``a·|src| + b``
   (decode.max_len_a, max_len_b; default: the checkpoint's), which bound how long the
   exact stop rule searches;
-- ``--vocab fp32,bf16``: the vocabulary projection's precision (decode.vocab_precision);
-  each row after the first value is compared with the first's;
+- ``--vocab fp32,int8,bf16``: the vocabulary projection's precision
+  (decode.vocab_precision); each row after the first value is compared with the first's;
 - ``--baseline REF``: the search of git revision ``REF`` (``decoding/search.py`` as it
   was there, loaded beside today's) as an extra variant of each row;
 - ``--profile``: after the timed rounds, one pass of each variant under

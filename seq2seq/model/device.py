@@ -114,7 +114,7 @@ def fastest_projection(vocab: int, size: int, threads: int) -> torch.dtype | Non
     logits recomputed in fp32, as the search does, if ``LOWER_MARGIN`` times faster.
     Neither native bf16 nor int8 kernels settle it: in docs/performance.md bf16 was
     1.2–1.4× faster than fp32 on one AMD EPYC and 0.7–0.9× on an Intel Xeon with
-    AVX512-BF16, and int8 1.3× in greedy search on an AVX2 AMD EPYC. 0.1–0.5 s,
+    AVX512-BF16, and int8 1.2× in greedy search on an AVX2 AMD EPYC. 0.1–0.5 s,
     once per process, shape and thread count."""
     del threads  # a key of the cache only: the timings below use the current count
     gen = torch.Generator().manual_seed(0)
@@ -123,7 +123,7 @@ def fastest_projection(vocab: int, size: int, threads: int) -> torch.dtype | Non
     with torch.no_grad():
         proj.weight.copy_(torch.randn(vocab, size, generator=gen))
     kinds: dict[torch.dtype | None, Callable[[Tensor], Tensor]] = {
-        None: lambda x: torch.nn.functional.linear(x, proj.weight, proj.bias)
+        None: lambda x: F.linear(x, proj.weight, proj.bias)
     }
     if int8_available():
         kinds[torch.qint8] = Int8Projection(proj.weight, proj.bias)
