@@ -48,7 +48,7 @@ def choice(name: str, *values: str) -> type[Choice]:
     return Choice(name, [(v, v) for v in values], module=__name__, qualname=name)
 
 
-Corpus = choice("Corpus", "phrasebook", "multi30k", "local")
+Corpus = choice("Corpus", "phrasebook", "multi30k", "hub", "local")
 # Every corpus is read as these three splits (data/corpus.py).
 Split = choice("Split", "train", "validation", "test")
 PieceModel = choice("PieceModel", "unigram", "bpe")
@@ -125,12 +125,26 @@ class AlignmentFiles:
 
 
 @dataclass
+class SplitNames:
+    """The corpus's own name of each split (a hub dataset's split, a local file's
+    stem); None: the usual names (``validation`` also as ``valid``, ``val``,
+    ``dev``). WMT14 keeps newstest2013 as ``validation`` and newstest2014 as
+    ``test``; ``data.splits.test=test_2017_flickr`` picks another test set."""
+
+    train: str | None = None
+    validation: str | None = None
+    test: str | None = None
+
+
+@dataclass
 class DataConfig:
     """Where the parallel corpus comes from and how it is batched."""
 
     name: Corpus = Corpus.phrasebook
-    hub_id: str | None = None  # e.g. bentrevett/multi30k
+    hub_id: str | None = None  # e.g. bentrevett/multi30k, wmt14
+    hub_config: str | None = None  # the hub dataset's configuration, e.g. de-en
     local_dir: str | None = None
+    splits: SplitNames = field(default_factory=SplitNames)
     src_lang: str = "en"
     tgt_lang: str = "fr"
     # pairs with more pieces on either side are filtered (and counted)
@@ -150,6 +164,9 @@ class TokenizerConfig:
     model_type: PieceModel = PieceModel.unigram
     joint: bool = True  # one model for both sides, or one per side
     character_coverage: float = 1.0
+    # SentencePiece trains on a seeded sample of this many training sentences (both
+    # sides together when joint); a corpus with fewer trains on all of them, in order.
+    train_sentences: int = 1_000_000
     # Subword regularization (data/sampling.py): each training epoch cuts the training
     # split into pieces drawn with probability ∝ P(segmentation) ** sampling_alpha over
     # all segmentations (SentencePiece's enable_sampling, nbest_size=-1). Small: more
@@ -335,7 +352,9 @@ class DataOverrides:
 
     name: Corpus | None = None
     hub_id: str | None = None
+    hub_config: str | None = None
     local_dir: str | None = None
+    splits: SplitNames = field(default_factory=SplitNames)
     src_lang: str | None = None
     tgt_lang: str | None = None
     phrasebook: PhrasebookOverrides = field(default_factory=PhrasebookOverrides)

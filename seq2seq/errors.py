@@ -26,3 +26,8 @@ class ConfigValueError(UserError, ValueError):
 class InputError(UserError, ValueError):
     """An input a command cannot use: a missing or unreadable file, text that is not
     UTF-8, an empty text, an index outside the split."""
+
+
+class CorpusError(UserError, ValueError):
+    """A corpus that cannot be read as asked: names the file (and line) and what was
+    expected."""

@@ -25,3 +25,17 @@ def multi30k_dir() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="session")
+def multi30k_prepared(multi30k_dir, tmp_path_factory):
+    """Multi30k de→en prepared at the recipes' tokenizer settings (8,000 joint
+    pieces), once per session."""
+    from seq2seq.config import DataConfig, TokenizerConfig
+    from seq2seq.data.prepare import prepare_data
+
+    data = DataConfig(
+        name="multi30k", local_dir=str(multi30k_dir), src_lang="de", tgt_lang="en"
+    )
+    cache = tmp_path_factory.mktemp("multi30k-cache")
+    return prepare_data(data, TokenizerConfig(), cache)

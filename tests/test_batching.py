@@ -81,14 +81,64 @@ def test_same_seed_same_batches_and_epochs_differ():
 
 @pytest.mark.parametrize("replicas", [2, 3])
 def test_shards_are_disjoint_covering_and_even(replicas):
+    """Each rank plans its own share; ``agree`` (a max over ranks under DDP) makes
+    every rank run as many steps."""
     src, tgt = lengths(n=301)
+    options = {"seed": 2, "num_replicas": replicas}
+    alone = [len(TokenBucketSampler(src, tgt, 150, rank=r, **options))
+             for r in range(replicas)]  # fmt: skip
     shards = [
-        list(TokenBucketSampler(src, tgt, 150, seed=2, num_replicas=replicas, rank=r))
+        list(TokenBucketSampler(src, tgt, 150, rank=r, agree=lambda n: max(alone),
+                                **options))
         for r in range(replicas)
-    ]
-    assert len({len(s) for s in shards}) == 1
+    ]  # fmt: skip
+    assert {len(s) for s in shards} == {max(alone)}
     seen = [i for shard in shards for b in shard for i in b]
     assert sorted(seen) == list(range(len(src)))
+    assert all(padded_size(b, src, tgt) <= 150 for shard in shards for b in shard)
+
+
+def reference_batches(src, tgt, budget, seed, epoch, sort_by):
+    """The planner before it moved to numpy, in plain Python: the batches every
+    Multi30k and phrasebook result was trained on."""
+    generator = torch.Generator().manual_seed(seed + epoch)
+    order = torch.randperm(len(src), generator=generator).tolist()
+    first, second = (tgt, src) if sort_by == "target" else (src, tgt)
+    order = sorted(order, key=lambda i: (first[i], second[i]))
+    batches, current, longest = [], [], 0
+    for i in order:
+        size = max(src[i], tgt[i]) + 1
+        if current and (len(current) + 1) * max(longest, size) > budget:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, size)
+    if current:
+        batches.append(current)
+    return [batches[k] for k in torch.randperm(len(batches), generator=generator)]
+
+
+@pytest.mark.parametrize("sort_by", ["target", "source"])
+@pytest.mark.parametrize("budget", [7, 64, 200, 4096])
+def test_numpy_plan_equals_the_python_planner_on_random_lengths(sort_by, budget):
+    rng = random.Random(budget)
+    n = 3000
+    src = [rng.choice([0, 1, rng.randint(1, 120)]) for _ in range(n)]
+    tgt = [rng.randint(0, 140) for _ in range(n)]
+    sampler = TokenBucketSampler(src, tgt, budget, seed=11, sort_by=sort_by)
+    for epoch in (0, 3):
+        sampler.set_epoch(epoch)
+        expected = reference_batches(src, tgt, budget, 11, epoch, sort_by)
+        assert list(sampler) == expected
+
+
+def test_numpy_plan_equals_the_python_planner_on_multi30k(multi30k_prepared):
+    train = multi30k_prepared.splits["train"]
+    src, tgt = train.src_lengths().tolist(), train.tgt_lengths().tolist()
+    sampler = TokenBucketSampler(src, tgt, 4096, seed=42, sort_by="target")
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        assert list(sampler) == reference_batches(src, tgt, 4096, 42, epoch, "target")
 
 
 def test_state_dict_resume_continues_identically():

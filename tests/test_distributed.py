@@ -143,7 +143,7 @@ def _sampled_epochs(rank: int, port: int, tmp: Path) -> None:
     seen = {}
     for epoch in (0, 1):
         trainer.sampler.set_epoch(epoch)
-        batches = trainer.sampler.epoch_batches()
+        batches = [b.tolist() for b in trainer.sampler.epoch_batches()]
         seen[epoch] = {
             "batches": batches,
             "src": trainer.loader.dataset.current.src_ids,

@@ -4,14 +4,14 @@ import pytest
 
 from seq2seq.config import PhrasebookConfig
 from seq2seq.data.corpus import CorpusError, read_corpus
-from seq2seq.data.phrasebook import (
+from seq2seq.phrasebook.generator import (
     Tok,
     french_surface,
     generate_phrasebook,
     phrasebook_columns,
     transpose_links,
 )
-from seq2seq.data.phrasebook_lexicon import lexicon
+from seq2seq.phrasebook.lexicon import lexicon
 from tests.helpers import phrasebook_config
 
 

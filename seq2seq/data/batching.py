@@ -27,13 +27,14 @@ epoch in progress.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -131,22 +132,51 @@ def padded_size(
 SORT_KEYS = ("source", "target")
 
 
-class TokenBucketSampler(Sampler[list[int]]):
-    """Yields lists of example indices whose padded size stays within ``batch_tokens``.
+def cut(sizes: np.ndarray, batch_tokens: int) -> np.ndarray:
+    """Greedy cuts of ``sizes`` (padded lengths in planning order) into batches of at
+    most ``batch_tokens`` padded tokens: the start of each batch.
 
-    An example too long to fit the budget alone forms a batch of its own (logged once).
+    A batch grows while ``(k + 1) * max(sizes of its k + 1 items)`` stays within the
+    budget; the first item always goes in. That product never decreases as a batch
+    grows, so each batch's end is one ``searchsorted`` over a window's running
+    maximum: numpy work per batch, not Python work per example.
+    """
+    n = len(sizes)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    window = min(n, max(1, batch_tokens // max(int(sizes.min()), 1)) + 1)
+    starts = []
+    start = 0
+    while start < n:
+        starts.append(start)
+        stop = min(n, start + window)
+        running = np.maximum.accumulate(sizes[start:stop])
+        padded = running * np.arange(1, stop - start + 1)
+        length = max(1, int(np.searchsorted(padded, batch_tokens, side="right")))
+        start += length
+    return np.asarray(starts, dtype=np.int64)
+
+
+class TokenBucketSampler(Sampler[list[int]]):
+    """Yields index arrays of examples whose padded size stays within
+    ``batch_tokens``, planned on the lengths arrays with numpy.
+
+    An example too long to fit the budget alone forms a batch of its own (logged
+    once). ``agree`` (DDP) maps this rank's batch count to the count every rank must
+    reach, a max over ranks; one process needs none.
     """
 
     def __init__(
         self,
-        src_lengths: Sequence[int],
-        tgt_lengths: Sequence[int],
+        src_lengths: Sequence[int] | np.ndarray,
+        tgt_lengths: Sequence[int] | np.ndarray,
         batch_tokens: int,
         shuffle: bool = True,
         seed: int = 0,
         num_replicas: int = 1,
         rank: int = 0,
         sort_by: str = "source",
+        agree: Callable[[int], int] | None = None,
     ) -> None:
         if sort_by not in SORT_KEYS:
             raise ValueError(f"sort_by must be one of {SORT_KEYS}, got {sort_by!r}")
@@ -156,23 +186,19 @@ class TokenBucketSampler(Sampler[list[int]]):
             )
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} outside [0, {num_replicas})")
-        self.src_lengths = [int(n) for n in src_lengths]
-        self.tgt_lengths = [int(n) for n in tgt_lengths]
         self.batch_tokens = batch_tokens
         self.shuffle = shuffle
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
         self.sort_by = sort_by
+        self.agree = agree
         self.epoch = 0
         self.position = 0  # batches of this rank already yielded in ``epoch``
-        self._memo: tuple[tuple[int, int, bool], list[list[int]]] | None = None
-        too_long = [
-            i
-            for i in range(len(src_lengths))
-            if padded_size([i], *self._lengths) > batch_tokens
-        ]
-        if too_long:
+        self._memo: tuple[tuple[int, int, bool], list[np.ndarray]] | None = None
+        self.set_lengths(src_lengths, tgt_lengths)
+        too_long = np.flatnonzero(self.sizes > batch_tokens)
+        if len(too_long):
             log.warning(
                 "%d examples exceed batch_tokens=%d alone: one batch each (e.g. #%d)",
                 len(too_long),
@@ -180,8 +206,18 @@ class TokenBucketSampler(Sampler[list[int]]):
                 too_long[0],
             )
 
+    def set_lengths(
+        self, src_lengths: Sequence[int] | np.ndarray, tgt_lengths: Sequence[int]
+    ) -> None:
+        """The lengths to plan on (subword sampling changes them every epoch)."""
+        self.src_lengths = np.asarray(src_lengths, dtype=np.int64)
+        self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)
+        # what an example costs in a batch: its longer side plus EOS/BOS
+        self.sizes = np.maximum(self.src_lengths, self.tgt_lengths) + 1
+        self._memo = None
+
     @property
-    def _lengths(self) -> tuple[list[int], list[int]]:
+    def _lengths(self) -> tuple[np.ndarray, np.ndarray]:
         return self.src_lengths, self.tgt_lengths
 
     def set_epoch(self, epoch: int) -> None:
@@ -197,71 +233,67 @@ class TokenBucketSampler(Sampler[list[int]]):
         self.position = int(state["position"])
         self.seed = int(state.get("seed", self.seed))
 
-    def _order(self, generator: torch.Generator | None) -> list[int]:
-        n = len(self.src_lengths)
-        order = (
-            torch.randperm(n, generator=generator).tolist()
-            if generator
-            else list(range(n))
-        )
+    def share(self, generator: torch.Generator | None) -> np.ndarray:
+        """This rank's examples of the epoch, in a seeded random order: a slice of
+        one permutation, so the ranks' shares are disjoint and cover every example."""
+        n = len(self.sizes)
+        if generator is None:
+            order = np.arange(n)
+        else:
+            order = torch.randperm(n, generator=generator).numpy()
+        return order[self.rank :: self.num_replicas]
+
+    def _order(self, share: np.ndarray) -> np.ndarray:
+        """``share`` stably sorted by (first, second) length: equal lengths keep
+        their random order."""
         first, second = self.src_lengths, self.tgt_lengths
         if self.sort_by == "target":
             first, second = second, first
-        return sorted(order, key=lambda i: (first[i], second[i]))
+        return share[np.lexsort((second[share], first[share]))]
 
-    def _chunk(self, order: list[int]) -> list[list[int]]:
-        batches: list[list[int]] = []
-        current: list[int] = []
-        longest = 0
-        for i in order:
-            size = max(self.src_lengths[i], self.tgt_lengths[i]) + 1
-            if current and (len(current) + 1) * max(longest, size) > self.batch_tokens:
-                batches.append(current)
-                current, longest = [], 0
-            current.append(i)
-            longest = max(longest, size)
-        if current:
-            batches.append(current)
-        return batches
+    def _chunk(self, order: np.ndarray) -> list[np.ndarray]:
+        return np.split(order, cut(self.sizes[order], self.batch_tokens)[1:])
 
-    def _balance(self, batches: list[list[int]]) -> list[list[int]]:
-        """Split the largest batches until every rank gets as many batches."""
-        while len(batches) % self.num_replicas:
+    def _balance(self, batches: list[np.ndarray], count: int) -> list[np.ndarray]:
+        """Split the largest batches in two until there are ``count``."""
+        while len(batches) < count:
             largest = max(range(len(batches)), key=lambda k: len(batches[k]))
             batch = batches[largest]
             if len(batch) < 2:
                 raise ValueError(
-                    f"cannot shard {sum(map(len, batches))} examples over "
-                    f"{self.num_replicas} replicas"
+                    f"cannot cut {sum(map(len, batches))} examples into {count} "
+                    "batches (too few examples for the ranks)"
                 )
             half = len(batch) // 2
             batches[largest : largest + 1] = [batch[:half], batch[half:]]
         return batches
 
-    def epoch_batches(self) -> list[list[int]]:
+    def epoch_batches(self) -> list[np.ndarray]:
         """All of this rank's batches of the current epoch, in order."""
         key = (self.epoch, self.seed, self.shuffle)
         if self._memo is None or self._memo[0] != key:
             self._memo = (key, self._make_batches())
         return self._memo[1]
 
-    def _make_batches(self) -> list[list[int]]:
+    def _make_batches(self) -> list[np.ndarray]:
         generator = None
         if self.shuffle:
             generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        batches = self._balance(self._chunk(self._order(generator)))
+        batches = self._chunk(self._order(self.share(generator)))
+        if self.agree is not None:  # every rank runs as many steps
+            batches = self._balance(batches, self.agree(len(batches)))
         if generator is not None:
             batches = [
                 batches[k] for k in torch.randperm(len(batches), generator=generator)
             ]
-        return batches[self.rank :: self.num_replicas]
+        return batches
 
     def __iter__(self) -> Iterator[list[int]]:
         batches = self.epoch_batches()
         while self.position < len(batches):
             batch = batches[self.position]
             self.position += 1
-            yield batch
+            yield batch.tolist()
         self.position = 0
 
     def __len__(self) -> int:
@@ -272,11 +304,25 @@ def padding_fraction(sampler: TokenBucketSampler) -> float:
     """Share of padding in the source and target tensors of one epoch's batches."""
     real = padded = 0
     for batch in sampler.epoch_batches():
-        src = [sampler.src_lengths[i] + 1 for i in batch]
-        tgt = [sampler.tgt_lengths[i] + 1 for i in batch]
-        real += sum(src) + sum(tgt)
-        padded += len(batch) * (max(src) + max(tgt))
+        src = sampler.src_lengths[batch] + 1
+        tgt = sampler.tgt_lengths[batch] + 1
+        real += int(src.sum() + tgt.sum())
+        padded += len(batch) * int(src.max() + tgt.max())
     return 1.0 - real / padded if padded else 0.0
+
+
+class Pairs(Dataset):
+    """``(id, src_ids, tgt_ids)`` by index, read from the split when asked (a
+    memory-mapped training split stays on disk)."""
+
+    def __init__(self, split: EncodedSplit) -> None:
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, index: int) -> tuple[int, list[int], list[int]]:
+        return int(index), self.split.src_ids[index], self.split.tgt_ids[index]
 
 
 def make_loader(
@@ -288,23 +334,22 @@ def make_loader(
     rank: int = 0,
     pin_memory: bool = False,
     sort_by: str = "source",
+    agree: Callable[[int], int] | None = None,
 ) -> DataLoader:
     """A ``DataLoader`` of ``Batch``; its sampler is ``loader.batch_sampler``;
     ``sort_by="target"`` for teacher forcing, ``"source"`` for decoding."""
     sampler = TokenBucketSampler(
-        [len(s) for s in split.src_ids],
-        [len(t) for t in split.tgt_ids],
+        split.src_lengths(),
+        split.tgt_lengths(),
         batch_tokens,
         shuffle=shuffle,
         seed=seed,
         num_replicas=num_replicas,
         rank=rank,
         sort_by=sort_by,
+        agree=agree,
     )
-    examples = list(
-        zip(range(len(split.src_ids)), split.src_ids, split.tgt_ids, strict=True)
-    )
-    return batch_loader(examples, sampler, pin_memory, seed)
+    return batch_loader(Pairs(split), sampler, pin_memory, seed)
 
 
 def batch_loader(

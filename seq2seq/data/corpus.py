@@ -1,44 +1,50 @@
-"""Load parallel corpora into a ``DatasetDict`` with splits train/validation/test.
+"""Read one split of a parallel corpus as a memory-mapped Hugging Face ``Dataset``
+with columns ``src``, ``tgt`` (and ``alignment`` when gold links exist).
 
 Sources (``DataConfig.name``):
 
-- ``phrasebook``: the built-in English–French corpus with gold alignments, either
-  direction (``data.src_lang=fr data.tgt_lang=en`` transposes the links).
-- ``multi30k``: ``data.local_dir`` (``{train,validation,test}.jsonl`` with one key per
-  language) or, when it is unset, the Hugging Face dataset ``data.hub_id`` (default
-  ``bentrevett/multi30k``) through ``datasets.load_dataset`` (``data/hub.py``: one
-  quick probe first, so an offline machine hears at once). ``hub_id`` may also be a
-  local folder in the hub's layout (``train.jsonl``, ``val.jsonl``, ``test.jsonl``); it
-  goes through the same ``load_dataset`` call.
-- ``local``: ``data.local_dir`` holding either ``<split>.jsonl|tsv|csv`` files with one
-  column per language, or parallel plain text ``<split>.<lang>`` (optionally ``.gz``).
-  Split names accept the aliases ``val``/``valid``/``dev`` for validation and a suffixed
-  name such as ``test_2016_flickr`` when it is the only candidate.
+- ``phrasebook``: the built-in English–French corpus with gold alignments
+  (``seq2seq/phrasebook``), either direction.
+- ``multi30k``: ``data.local_dir`` (``{train,validation,test}.jsonl``) or, when it is
+  unset, the hub dataset ``data.hub_id`` (default ``bentrevett/multi30k``).
+- ``hub``: any hub dataset, ``data.hub_id`` with its configuration ``data.hub_config``
+  (``wmt14`` with ``de-en``), a column per language or a ``translation`` column.
+- ``local``: ``data.local_dir`` with ``<split>.jsonl|tsv|csv`` (a column per language)
+  or parallel text ``<split>.<lang>``, each optionally ``.gz`` (``data/files.py``).
 
-``data.alignments.<split>=FILE`` attaches word links to a split (``links_file.py``),
-replacing the corpus's own.
+A split is found by its name, its aliases (``val``, ``valid``, ``dev``), a suffixed
+name when it is the only one (``test_2016_flickr``), or ``data.splits.<split>``.
+Nothing holds a whole corpus as Python lists: the files go through ``datasets``'
+Arrow builders into memory-mapped tables, and a command reads only the splits it
+needs. Each split has a fingerprint (a streaming hash of its files, or the hub's
+fingerprint) that keys the prepared cache without reading the corpus.
 
-Pairs with an empty side are dropped in every split, counted and logged (an empty
-reference cannot be scored). Everything else is kept; length filtering happens in
-``prepare``.
+Pairs with an empty side are dropped, counted and logged (an empty reference cannot
+be scored); length filtering happens in ``prepare``. ``data.alignments.<split>=FILE``
+attaches word links to a split (``links_file.py``), replacing the corpus's own.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
+import contextlib
+import hashlib
 import json
 import logging
-import re
-from collections.abc import Sequence
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
+import datasets
 from datasets import Dataset, DatasetDict
 
 from seq2seq.config import Corpus, DataConfig
 from seq2seq.data.links_file import read_links_file
-from seq2seq.errors import UserError
+from seq2seq.errors import CorpusError
+
+__all__ = ["SPLITS", "CorpusError", "LoadedCorpus", "corpus_source", "read_corpus"]
 
 log = logging.getLogger(__name__)
 
@@ -49,272 +55,244 @@ SPLIT_ALIASES = {
     "test": ("test",),
 }
 DEFAULT_HUB_ID = "bentrevett/multi30k"
-_TABLE = re.compile(r"^(?P<stem>.+)\.(?P<ext>jsonl|tsv|csv)$")
-_TEXT = re.compile(
-    r"^(?P<stem>.+?)\.(?P<lang>[A-Za-z]{2,3}(?:[_-][A-Za-z0-9]+)?)(?:\.gz)?$"
-)
+CLEAN_BATCH = 10_000  # rows per batch of the cleaning map
 
 
-class CorpusError(UserError, ValueError):
-    """A corpus that cannot be read as asked: names the file and what was expected."""
+class Source(Protocol):
+    """Where one corpus's splits come from."""
+
+    def fingerprint(self, split: str) -> str:
+        """What identifies the split's content, without reading it into memory."""
+
+    def raw(self, split: str, work_dir: Path) -> tuple[Dataset, str]:
+        """The split as the source has it (any columns) and a name for messages."""
+
+    def pick(self, ds: Dataset, where: str) -> Dataset:
+        """``ds`` cleaned to columns ``src``, ``tgt`` (+ ``alignment``)."""
 
 
 @dataclass
 class LoadedCorpus:
-    """The corpus and, per split, how many pairs were filtered and why."""
+    """Splits and, per split, how many pairs were filtered and why."""
 
     splits: DatasetDict
     filtered: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def read_corpus(cfg: DataConfig, links_for: Sequence[str] = SPLITS) -> LoadedCorpus:
-    """The corpus named by ``cfg`` as ``DatasetDict(train, validation, test)``, with
-    the counts of the pairs filtered on the way. ``data.alignments`` files are read
-    for the splits in ``links_for`` only (evaluating the test split does not need
-    the training links a checkpoint was trained with)."""
+def corpus_source(cfg: DataConfig) -> Source:
+    """The source of the corpus ``cfg`` names."""
+    from seq2seq.data.files import FolderSource
+    from seq2seq.data.hub import HubSource
+
     name = Corpus(cfg.name)
     if name == Corpus.phrasebook:
-        columns = _phrasebook(cfg)
-    elif name == Corpus.multi30k and cfg.local_dir is None:
-        columns = _from_hub(cfg.hub_id or DEFAULT_HUB_ID, cfg.src_lang, cfg.tgt_lang)
-    elif cfg.local_dir is None:
-        raise CorpusError(f"data.name={name} needs data.local_dir (a folder)")
-    else:
-        columns = _from_folder(Path(cfg.local_dir), cfg.src_lang, cfg.tgt_lang)
-    for split in links_for:  # checkpoints' configs are merged onto the schema
-        path = getattr(cfg.alignments, split)
-        if path:
-            cols = columns[split]
-            cols["alignment"] = read_links_file(path, cols["src"], cols["tgt"], split)
-    return _to_datasets(columns)
-
-
-def _phrasebook(cfg: DataConfig) -> dict[str, dict[str, list[str]]]:
-    """The built-in corpus in the direction asked for: en→fr as generated, fr→en
-    with the sides swapped and the gold links transposed; other languages refused."""
-    from seq2seq.data.phrasebook import phrasebook_columns, reverse_columns
-
-    pair = (cfg.src_lang, cfg.tgt_lang)
-    if pair not in (("en", "fr"), ("fr", "en")):
-        raise CorpusError(
-            f"the phrasebook is English–French: data.src_lang={pair[0]} "
-            f"data.tgt_lang={pair[1]} is neither en→fr nor fr→en"
+        return PhrasebookSource(cfg)
+    names = _split_names(cfg)
+    if name == Corpus.multi30k and cfg.local_dir is None:
+        hub_id = cfg.hub_id or DEFAULT_HUB_ID
+        return HubSource(hub_id, cfg.hub_config, names, cfg.src_lang, cfg.tgt_lang)
+    if name == Corpus.hub:
+        if not cfg.hub_id:
+            raise CorpusError("data.name=hub needs data.hub_id (e.g. wmt14)")
+        return HubSource(
+            cfg.hub_id, cfg.hub_config, names, cfg.src_lang, cfg.tgt_lang
         )
-    pb = cfg.phrasebook
-    columns = phrasebook_columns(
-        pb.train_size, pb.validation_size, pb.test_size, pb.seed
+    if cfg.local_dir is None:
+        raise CorpusError(f"data.name={name} needs data.local_dir (a folder)")
+    return FolderSource(Path(cfg.local_dir), names, cfg.src_lang, cfg.tgt_lang)
+
+
+def _split_names(cfg: DataConfig) -> dict[str, str | None]:
+    names = getattr(cfg, "splits", None)
+    return {split: getattr(names, split, None) if names else None for split in SPLITS}
+
+
+def split_fingerprint(cfg: DataConfig, split: str, source: Source | None = None) -> str:
+    """The split's content fingerprint, its links file included."""
+    source = source or corpus_source(cfg)
+    digest = hashlib.sha256(source.fingerprint(split).encode())
+    links = getattr(cfg.alignments, split)
+    if links:
+        digest.update(b"\x00links\x00" + file_digest(Path(links)).encode())
+    return digest.hexdigest()
+
+
+def read_split(
+    cfg: DataConfig, split: str, work_dir: Path, source: Source | None = None
+) -> tuple[Dataset, int]:
+    """``split`` as a ``Dataset`` of ``src``, ``tgt`` (+ ``alignment``) under
+    ``work_dir`` (Arrow files, memory-mapped), and the number of empty pairs dropped."""
+    source = source or corpus_source(cfg)
+    with terminal_progress_only():
+        raw, where = source.raw(split, work_dir)
+        ds = source.pick(raw, where)
+        links = getattr(cfg.alignments, split)
+        if links:
+            cols = ds.select_columns(["src", "tgt"]).to_dict()
+            lines = read_links_file(links, cols["src"], cols["tgt"], split)
+            ds = ds.remove_columns(
+                [c for c in ds.column_names if c == "alignment"]
+            ).add_column("alignment", lines)
+        return drop_empty(ds, split)
+
+
+@contextlib.contextmanager
+def terminal_progress_only() -> Iterator[None]:
+    """``datasets``' progress bars on a terminal only: redirected to a log file,
+    their carriage-return updates would fill it."""
+    quiet = not sys.stderr.isatty() and datasets.is_progress_bar_enabled()
+    if quiet:
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if quiet:
+            datasets.enable_progress_bars()
+
+
+def drop_empty(ds: Dataset, split: str) -> tuple[Dataset, int]:
+    """``ds`` without the pairs with an empty side, and how many there were."""
+    kept = ds.filter(
+        lambda src, tgt: [bool(s) and bool(t) for s, t in zip(src, tgt, strict=True)],
+        input_columns=["src", "tgt"],
+        batched=True,
+        batch_size=CLEAN_BATCH,
     )
-    return columns if pair == ("en", "fr") else reverse_columns(columns)
+    empty = ds.num_rows - kept.num_rows
+    if empty:
+        log.warning("%s: filtered %d pairs with an empty side", split, empty)
+        kept = kept.flatten_indices()
+    return (kept if empty else ds), empty
 
 
-def _to_datasets(columns: dict[str, dict[str, list[str]]]) -> LoadedCorpus:
-    splits, filtered = {}, {}
-    for split in SPLITS:
-        cols = columns[split]
-        keep = [
-            i
-            for i, (s, t) in enumerate(zip(cols["src"], cols["tgt"], strict=True))
-            if s and t
-        ]
-        empty = len(cols["src"]) - len(keep)
-        if empty:
-            log.warning("%s: filtered %d pairs with an empty side", split, empty)
-            cols = {name: [values[i] for i in keep] for name, values in cols.items()}
-        filtered[split] = {"empty": empty}
-        splits[split] = Dataset.from_dict(cols)
-    return LoadedCorpus(DatasetDict(splits), filtered)
+def read_corpus(
+    cfg: DataConfig, links_for: Sequence[str] = SPLITS, splits: Sequence[str] = SPLITS
+) -> LoadedCorpus:
+    """The ``splits`` of the corpus as a ``DatasetDict``, loaded into memory (for
+    small corpora, tests and tools: preparation reads split by split instead).
+    ``data.alignments`` files are read for the splits in ``links_for`` only."""
+    source = corpus_source(cfg)
+    out, filtered = {}, {}
+    with tempfile.TemporaryDirectory(prefix="seq2seq-corpus-") as tmp:
+        for split in splits:
+            split_cfg = cfg if split in links_for else _without_links(cfg)
+            ds, empty = read_split(split_cfg, split, Path(tmp) / split, source)
+            out[split] = Dataset.from_dict(ds.to_dict())  # in memory: tmp goes
+            filtered[split] = {"empty": empty}
+    return LoadedCorpus(DatasetDict(out), filtered)
 
 
-def _clean(text: object) -> str:
+def _without_links(cfg: DataConfig) -> Any:
+    from omegaconf import OmegaConf
+
+    if OmegaConf.is_config(cfg):
+        copy = OmegaConf.to_container(cfg)
+        copy["alignments"] = {}
+        return OmegaConf.merge(OmegaConf.structured(DataConfig), copy)
+    from dataclasses import replace
+
+    from seq2seq.config import AlignmentFiles
+
+    return replace(cfg, alignments=AlignmentFiles())
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in blocks (1.4 GB/s here)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def clean(text: object) -> str:
     return "" if text is None else str(text).strip()
 
 
-# --- Hugging Face hub -----------------------------------------------------------------
-def _from_hub(hub_id: str, src: str, tgt: str) -> dict[str, dict[str, list[str]]]:
-    from seq2seq.data.hub import NO_HUB, load_from_hub
-
-    try:
-        loaded = load_from_hub(hub_id)
-    except (ConnectionError, OSError, FileNotFoundError, ValueError) as err:
-        if isinstance(err, CorpusError):
-            raise
-        raise CorpusError(
-            f"could not load the dataset {hub_id!r} from the Hugging Face hub "
-            f"({type(err).__name__}: {err}); {NO_HUB}"
-        ) from err
-    names = {alias: name for name in loaded for alias in _aliases_of(name)}
-    columns = {}
-    for split in SPLITS:
-        if split not in names:
-            raise CorpusError(
-                f"{hub_id}: no split {split!r}; splits present: {sorted(loaded)}"
-            )
-        ds = loaded[names[split]]
-        columns[split] = _pick(ds.to_dict(), src, tgt, f"{hub_id} [{names[split]}]")
-    return columns
-
-
-def _aliases_of(name: str) -> list[str]:
+def aliases_of(name: str) -> list[str]:
     return [split for split, aliases in SPLIT_ALIASES.items() if name in aliases] or [
         name
     ]
 
 
-def _pick(
-    table: dict[str, list], src: str, tgt: str, where: str
-) -> dict[str, list[str]]:
-    """Columns ``src``/``tgt`` from a table of languages (or ``translation``)."""
-    if src not in table and tgt not in table and "translation" in table:
-        pairs = table["translation"]
-        table = {
-            lang: [p.get(lang) for p in pairs] for lang in (pairs[0] if pairs else {})
-        }
+def pick_columns(
+    ds: Dataset, src: str, tgt: str, where: str, extra: Sequence[str] = ()
+) -> Dataset:
+    """Columns ``src`` / ``tgt`` (language columns or a ``translation`` column) as
+    cleaned ``src`` / ``tgt``, plus the ``extra`` columns present, in one pass."""
+    columns = ds.column_names
+    translation = src not in columns and tgt not in columns and "translation" in columns
+    present = _translation_languages(ds) if translation else columns
     for lang in (src, tgt):
-        if lang not in table:
+        if lang not in present:
             raise CorpusError(
                 f"{where}: no column for language {lang!r}; "
-                f"columns present: {sorted(table)}"
+                f"columns present: {sorted(present)}"
             )
-    return {
-        "src": [_clean(t) for t in table[src]],
-        "tgt": [_clean(t) for t in table[tgt]],
-    }
+    keep = [c for c in extra if c in columns]
 
-
-# --- local folders --------------------------------------------------------------------
-def _from_folder(folder: Path, src: str, tgt: str) -> dict[str, dict[str, list[str]]]:
-    if not folder.is_dir():
-        raise CorpusError(f"data.local_dir {folder} is not a folder")
-    names = sorted(p.name for p in folder.iterdir() if p.is_file())
-    tables = {m["stem"]: name for name in names if (m := _TABLE.match(name))}
-    texts: dict[str, dict[str, str]] = {}
-    for name in names:
-        m = _TEXT.match(name)
-        if m and not _TABLE.match(name):
-            texts.setdefault(m["stem"], {})[m["lang"]] = name
-    if not tables and not texts:
-        raise CorpusError(
-            f"{folder}: found no corpus files; expected <split>.jsonl|tsv|csv or "
-            f"<split>.<lang>[.gz] for splits {', '.join(SPLITS)}; "
-            f"files present: {names}"
-        )
-    stems = tables if tables else texts
-    columns = {}
-    for split in SPLITS:
-        stem = _find_split(folder, split, list(stems), names)
-        if tables:
-            columns[split] = _read_table(folder / tables[stem], src, tgt)
+    def select(batch: dict[str, list]) -> dict[str, list]:
+        if translation:
+            pairs = batch["translation"]
+            out = {
+                "src": [clean(p.get(src)) for p in pairs],
+                "tgt": [clean(p.get(tgt)) for p in pairs],
+            }
         else:
-            columns[split] = _read_parallel(folder, stem, texts[stem], src, tgt)
-    return columns
+            out = {"src": list(map(clean, batch[src])), "tgt": list(map(clean, batch[tgt]))}
+        out.update({c: [clean(v) for v in batch[c]] for c in keep})
+        return out
 
-
-def _find_split(folder: Path, split: str, stems: list[str], names: list[str]) -> str:
-    aliases = SPLIT_ALIASES[split]
-    exact = [s for s in stems if s in aliases]
-    if exact:
-        return exact[0]
-    suffixed = [s for s in stems if any(re.match(rf"{a}[_.-]", s) for a in aliases)]
-    if len(suffixed) == 1:
-        return suffixed[0]
-    if suffixed:
-        raise CorpusError(
-            f"{folder}: several files could be split {split!r}: {suffixed}"
-        )
-    raise CorpusError(
-        f"{folder}: missing split {split!r}: expected {split}.jsonl|tsv|csv or "
-        f"{split}.<lang>[.gz] (names accepted: {', '.join(aliases)}); "
-        f"files present: {names}"
+    return ds.map(
+        select,
+        batched=True,
+        batch_size=CLEAN_BATCH,
+        remove_columns=columns,
+        desc=f"reading {where}",
     )
 
 
-def _read_text(path: Path) -> list[str]:
-    """Lines of a UTF-8 (optionally gzipped) file, without line ends."""
-    data = path.read_bytes()
-    if path.suffix == ".gz":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as err:
-            raise CorpusError(f"{path}: not a readable gzip file ({err})") from err
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise CorpusError(f"{path}:{line}: invalid UTF-8 ({err.reason})") from err
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
+def _translation_languages(ds: Dataset) -> list[str]:
+    feature = ds.features["translation"]
+    languages = getattr(feature, "languages", None)
+    if languages:
+        return list(languages)
+    if isinstance(feature, dict):
+        return list(feature)
+    return list(ds[0]["translation"]) if ds.num_rows else []
 
 
-def _read_parallel(
-    folder: Path, stem: str, langs: dict[str, str], src: str, tgt: str
-) -> dict[str, list[str]]:
-    for lang in (src, tgt):
-        if lang not in langs:
+# --- the built-in phrasebook ----------------------------------------------------------
+class PhrasebookSource:
+    """The generated phrasebook: its content is a function of its settings and the
+    generator's version, so that is its fingerprint (generated only on a miss)."""
+
+    def __init__(self, cfg: DataConfig) -> None:
+        pair = (cfg.src_lang, cfg.tgt_lang)
+        if pair not in (("en", "fr"), ("fr", "en")):
             raise CorpusError(
-                f"{folder}: no file for language {lang!r} of {stem!r}: expected "
-                f"{stem}.{lang} or {stem}.{lang}.gz; languages present: {sorted(langs)}"
+                f"the phrasebook is English–French: data.src_lang={pair[0]} "
+                f"data.tgt_lang={pair[1]} is neither en→fr nor fr→en"
             )
-    src_path, tgt_path = folder / langs[src], folder / langs[tgt]
-    src_lines, tgt_lines = _read_text(src_path), _read_text(tgt_path)
-    if len(src_lines) != len(tgt_lines):
-        raise CorpusError(
-            f"parallel files differ in length: {src_path} has {len(src_lines)} lines, "
-            f"{tgt_path} has {len(tgt_lines)} lines"
-        )
-    return {
-        "src": [_clean(t) for t in src_lines],
-        "tgt": [_clean(t) for t in tgt_lines],
-    }
+        self.pair = pair
+        self.settings = cfg.phrasebook
+        self._columns: dict[str, dict[str, list[str]]] | None = None
 
+    def fingerprint(self, split: str) -> str:
+        from seq2seq.phrasebook import GENERATOR_VERSION
 
-def _read_table(path: Path, src: str, tgt: str) -> dict[str, list[str]]:
-    lines = _read_text(path)
-    if path.suffix == ".jsonl":
-        return _read_jsonl(path, lines, src, tgt)
-    if path.suffix == ".tsv":
-        rows = list(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
-    else:
-        rows = list(csv.reader(lines))
-    if not rows:
-        raise CorpusError(
-            f"{path}: empty file; expected a header row naming the languages"
-        )
-    header, body = rows[0], rows[1:]
-    for lang in (src, tgt):
-        if lang not in header:
-            raise CorpusError(
-                f"{path}: no column for language {lang!r}; columns present: {header}"
+        pb = self.settings
+        sizes = (pb.train_size, pb.validation_size, pb.test_size, pb.seed)
+        return json.dumps(["phrasebook", GENERATOR_VERSION, *sizes, *self.pair, split])
+
+    def raw(self, split: str, work_dir: Path) -> tuple[Dataset, str]:
+        from seq2seq.phrasebook import phrasebook_columns, reverse_columns
+
+        if self._columns is None:
+            pb = self.settings
+            columns = phrasebook_columns(
+                pb.train_size, pb.validation_size, pb.test_size, pb.seed
             )
-    for number, row in enumerate(body, start=2):
-        if len(row) != len(header):
-            raise CorpusError(
-                f"{path}:{number}: expected {len(header)} fields ({header}), "
-                f"got {len(row)}"
-            )
-    table = {name: [row[k] for row in body] for k, name in enumerate(header)}
-    return _pick(table, src, tgt, str(path))
+            reverse = self.pair == ("fr", "en")
+            self._columns = reverse_columns(columns) if reverse else columns
+        return Dataset.from_dict(self._columns[split]), f"phrasebook [{split}]"
 
-
-def _read_jsonl(
-    path: Path, lines: list[str], src: str, tgt: str
-) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {"src": [], "tgt": []}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise CorpusError(f"{path}:{number}: invalid JSON ({err.msg})") from err
-        if not isinstance(record, dict):
-            raise CorpusError(f"{path}:{number}: expected a JSON object per line")
-        for lang, key in ((src, "src"), (tgt, "tgt")):
-            if lang not in record:
-                raise CorpusError(
-                    f"{path}:{number}: no key for language {lang!r}; "
-                    f"keys present: {sorted(record)}"
-                )
-            out[key].append(_clean(record[lang]))
-    return out
+    def pick(self, ds: Dataset, where: str) -> Dataset:
+        return ds

@@ -1,10 +1,18 @@
-"""The Hugging Face hub as a corpus source, quick to say when it is out of reach.
+"""Hugging Face hub datasets as a corpus source, quick to say when the hub is out of
+reach.
 
-Without a network, ``datasets.load_dataset`` retries for about 23 s before failing.
-``load_from_hub`` first asks the hub once, with a short timeout; when it does not
-answer, it says so at once and looks only in the local Hugging Face cache (offline
-mode), so a cached copy still loads and a missing one fails in a second, naming
-``data.local_dir`` as the way around the hub.
+``data.hub_id`` with its configuration ``data.hub_config`` (``wmt14`` / ``de-en``:
+a ``translation`` column, newstest2013 as ``validation``, newstest2014 as ``test``;
+``iwslt2017`` / ``iwslt2017-en-de``), or a dataset with one column per language
+(``bentrevett/multi30k``). A local folder in the hub's layout goes through the same
+``load_dataset`` call. The hub's tables are Arrow files in its cache, memory-mapped:
+nothing is copied into Python lists. A split's fingerprint is the dataset's own
+(``Dataset._fingerprint``, which ``datasets`` derives from the files it read).
+
+Without a network, ``datasets.load_dataset`` retries for about 23 s before failing:
+the hub is first asked once, with a short timeout; when it does not answer, only the
+local Hugging Face cache is searched (offline mode), so a cached copy still loads and
+a missing one fails in a second, naming ``data.local_dir`` as the way around the hub.
 """
 
 from __future__ import annotations
@@ -15,9 +23,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from datasets import DatasetDict
+import datasets
+from datasets import Dataset, DatasetDict
 
-from seq2seq.data.corpus import CorpusError
+from seq2seq.data.corpus import aliases_of, pick_columns
+from seq2seq.errors import CorpusError
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +38,61 @@ NO_HUB = (
 )
 
 
+class HubSource:
+    """One hub dataset (and configuration); its splits are loaded once, lazily."""
+
+    def __init__(
+        self,
+        hub_id: str,
+        hub_config: str | None,
+        names: dict[str, str | None],
+        src: str,
+        tgt: str,
+    ) -> None:
+        self.hub_id, self.hub_config, self.names = hub_id, hub_config, names
+        self.src, self.tgt = src, tgt
+        self._loaded: DatasetDict | None = None
+
+    @property
+    def label(self) -> str:
+        return self.hub_id + (f" ({self.hub_config})" if self.hub_config else "")
+
+    def _split(self, split: str) -> tuple[Dataset, str]:
+        if self._loaded is None:
+            self._loaded = load_from_hub(self.hub_id, self.hub_config)
+        loaded = self._loaded
+        asked = self.names.get(split)
+        if asked is not None:
+            if asked not in loaded:
+                raise CorpusError(
+                    f"{self.label}: data.splits.{split}={asked}: no such split; "
+                    f"splits present: {sorted(loaded)}"
+                )
+            return loaded[asked], asked
+        names = {alias: name for name in loaded for alias in aliases_of(name)}
+        if split not in names:
+            raise CorpusError(
+                f"{self.label}: no split {split!r}; splits present: {sorted(loaded)} "
+                f"(name one with data.splits.{split}=NAME)"
+            )
+        return loaded[names[split]], names[split]
+
+    def fingerprint(self, split: str) -> str:
+        ds, name = self._split(split)
+        return f"hub {self.hub_id} {self.hub_config} {name} {ds._fingerprint}"
+
+    def raw(self, split: str, work_dir: Path) -> tuple[Dataset, str]:
+        ds, name = self._split(split)
+        return ds, f"{self.label} [{name}]"
+
+    def pick(self, ds: Dataset, where: str) -> Dataset:
+        return pick_columns(ds, self.src, self.tgt, where, extra=("alignment",))
+
+
 def hub_unreachable(hub_id: str) -> str | None:
     """Why the hub cannot be reached (one line), or None when it answers or is not
     needed (offline mode, a local folder). One request of a few seconds at most:
     ``datasets`` would retry for about 23 s before saying the same."""
-    import datasets
-
     if datasets.config.HF_HUB_OFFLINE or Path(hub_id).exists():
         return None
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
@@ -47,14 +106,12 @@ def hub_unreachable(hub_id: str) -> str | None:
     return None
 
 
-def load_from_hub(hub_id: str) -> DatasetDict:
-    """``datasets.load_dataset(hub_id)``; without a hub, from the local Hugging Face
-    cache only (``HF_HUB_OFFLINE``), at once."""
-    import datasets
-
+def load_from_hub(hub_id: str, hub_config: str | None = None) -> DatasetDict:
+    """``datasets.load_dataset(hub_id, hub_config)``; without a hub, from the local
+    Hugging Face cache only (``HF_HUB_OFFLINE``), at once."""
     reason = hub_unreachable(hub_id)
     if reason is None:
-        return datasets.load_dataset(hub_id)
+        return _load(hub_id, hub_config, None)
     log.warning(
         "the Hugging Face hub is unreachable (%s): looking for %s in the local cache "
         "only; data.local_dir=DIR reads a folder instead",
@@ -64,11 +121,23 @@ def load_from_hub(hub_id: str) -> DatasetDict:
     offline = datasets.config.HF_HUB_OFFLINE
     datasets.config.HF_HUB_OFFLINE = True
     try:
-        return datasets.load_dataset(hub_id)
-    except (ConnectionError, OSError, ValueError) as err:
-        raise CorpusError(
-            f"could not load the dataset {hub_id!r}: the Hugging Face hub is "
-            f"unreachable ({reason}) and it is not in the local cache; {NO_HUB}"
-        ) from err
+        return _load(hub_id, hub_config, reason)
     finally:
         datasets.config.HF_HUB_OFFLINE = offline
+
+
+def _load(hub_id: str, hub_config: str | None, unreachable: str | None) -> DatasetDict:
+    try:
+        return datasets.load_dataset(hub_id, hub_config)
+    except (ConnectionError, OSError, ValueError) as err:
+        if unreachable is not None:
+            raise CorpusError(
+                f"could not load the dataset {hub_id!r}: the Hugging Face hub is "
+                f"unreachable ({unreachable}) and it is not in the local cache; "
+                f"{NO_HUB}"
+            ) from err
+        raise CorpusError(
+            f"could not load the dataset {hub_id!r}"
+            f"{f' (configuration {hub_config!r})' if hub_config else ''} from the "
+            f"Hugging Face hub ({type(err).__name__}: {err}); {NO_HUB}"
+        ) from err

@@ -1,40 +1,68 @@
-"""Prepare a corpus once: load it, train SentencePiece, encode every split, cache the
-result.
+"""Prepare a corpus once: read it, train SentencePiece on a sample, encode every split
+in chunks into the memory-mapped cache (``data/store.py``); afterwards only map it.
 
-The cache lives in ``cache_root/<corpus>-<src>-<tgt>-<key>/prepared.pkl`` where the key
-hashes the corpus content (every split's text and alignments) and the settings that
-change the result (languages, ``max_len``, tokenizer settings). The built-in phrasebook
-is keyed by its settings and the source of its generator instead, so a cache hit skips
-generating it. ``stats.json`` beside the pickle is for people.
+The cache lives in ``cache_root/<corpus>-<src>-<tgt>-<key>/``, where the key hashes
+each split's fingerprint (a streaming SHA-256 of its files, the hub's fingerprint, or
+the phrasebook's settings and generator version) and the settings that change the
+result (languages, ``max_len``, tokenizer settings with ``train_sentences``). Finding
+the key reads no corpus into memory, so a cache hit costs a hash of the files and
+the mapping of a few arrays.
+
+One process builds a cache, any others wait: the builder holds an exclusive lock on
+``cache_root/.locks/<folder>.lock`` (``fcntl.flock``: the kernel releases it when
+the process dies, even by kill -9) and builds in ``.building-<folder>-<pid>``, renamed
+into place when the manifest is written. A waiting process (a second command, the
+other ranks of a ``torchrun`` job) logs what it waits for and then maps the result;
+no collective with a timeout is involved. A folder whose manifest does not match its
+files (truncated, replaced) is rebuilt, with a warning naming the file.
 
 Filtering: pairs with an empty side are dropped in every split when the corpus is
-loaded. Pairs with more than ``max_len`` pieces on either side are dropped from
-``train`` only; validation and test stay complete so scores compare with published ones.
-Both are counted in the statistics and logged.
+read. Pairs with more than ``max_len`` pieces on either side are dropped from
+``train`` only; validation and test stay complete so scores compare with published
+ones. Both are counted in the statistics and logged.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
-import pickle
+import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seq2seq.data import phrasebook, phrasebook_lexicon
+import numpy as np
+from datasets import Dataset
+
 from seq2seq.data.batching import TokenBucketSampler, padding_fraction
-from seq2seq.data.corpus import SPLITS, read_corpus
+from seq2seq.data.corpus import (
+    SPLITS,
+    corpus_source,
+    read_split,
+    split_fingerprint,
+    terminal_progress_only,
+)
 from seq2seq.data.splits import EncodedSplit
+from seq2seq.data.store import (
+    SIDES,
+    SplitWriter,
+    check_store,
+    ids_dtype,
+    open_split,
+    write_manifest,
+)
 from seq2seq.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 1
 TOKENIZER_SEED = 0
+ENCODE_CHUNK = 50_000  # pairs encoded and written at a time
 
 
 @dataclass
@@ -68,51 +96,23 @@ def resolve_cache_root(cache_dir: str | os.PathLike) -> Path:
 
 def _settings(data_cfg: Any, tokenizer_cfg: Any) -> dict[str, Any]:
     return {
-        "version": CACHE_VERSION,
-        "name": data_cfg.name,
+        "name": str(data_cfg.name),
         "src_lang": data_cfg.src_lang,
         "tgt_lang": data_cfg.tgt_lang,
         "max_len": data_cfg.max_len,
         "tokenizer": {
             "vocab_size": tokenizer_cfg.vocab_size,
-            "model_type": tokenizer_cfg.model_type,
+            "model_type": str(tokenizer_cfg.model_type),
             "joint": bool(tokenizer_cfg.joint),
             "character_coverage": tokenizer_cfg.character_coverage,
+            "train_sentences": tokenizer_cfg.train_sentences,
             "seed": TOKENIZER_SEED,
         },
     }
 
 
-def _phrasebook_fingerprint(data_cfg: Any) -> str:
-    """Settings and generator source: the phrasebook is a function of these alone."""
-    pb = data_cfg.phrasebook
-    digest = hashlib.sha256()
-    for module in (phrasebook, phrasebook_lexicon):
-        digest.update(Path(module.__file__).read_bytes())
-    sizes = (pb.train_size, pb.validation_size, pb.test_size, pb.seed)
-    digest.update(json.dumps(sizes).encode())
-    return digest.hexdigest()
-
-
-def _has_links_files(data_cfg: Any) -> bool:
-    """Whether ``data.alignments`` names a file: then the links are content that the
-    phrasebook's settings do not determine, and the corpus is fingerprinted."""
-    return any(getattr(data_cfg.alignments, split) for split in SPLITS)
-
-
-def _corpus_fingerprint(columns: dict[str, dict[str, list[str]]]) -> str:
-    digest = hashlib.sha256()
-    for split in SPLITS:
-        for name in sorted(columns[split]):
-            digest.update(f"\x00{split}/{name}\x00".encode())
-            digest.update("\n".join(columns[split][name]).encode())
-    return digest.hexdigest()
-
-
-def _cache_dir(
-    cache_root: Path, data_cfg: Any, settings: dict, fingerprint: str
-) -> Path:
-    blob = json.dumps({"settings": settings, "corpus": fingerprint}, sort_keys=True)
+def cache_folder(cache_root: Path, data_cfg: Any, settings: dict, prints: dict) -> Path:
+    blob = json.dumps({"settings": settings, "splits": prints}, sort_keys=True)
     key = hashlib.sha256(blob.encode()).hexdigest()[:16]
     return (
         Path(cache_root)
@@ -120,68 +120,159 @@ def _cache_dir(
     )
 
 
-def _length_stats(lengths: list[int]) -> tuple[float, int]:
-    if not lengths:
-        return 0.0, 0
-    ordered = sorted(lengths)
-    return sum(ordered) / len(ordered), ordered[round(0.95 * (len(ordered) - 1))]
+# --- one builder, any number of waiting readers --------------------------------------------
+@contextlib.contextmanager
+def build_lock(folder: Path) -> Iterator[None]:
+    """Hold the lock of ``folder``'s build; say whom we wait for when it is taken."""
+    locks = folder.parent / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    path = locks / f"{folder.name}.lock"
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            log.info(
+                "waiting for %s: %s is preparing it (lock %s)", folder, holder, path
+            )
+            start = time.perf_counter()
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            log.info("%s is ready after %.0f s", folder, time.perf_counter() - start)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _encode(tokenizer: Tokenizer, split: str, cols: dict, max_len: int) -> tuple:
-    """Encode a split, dropping over-long train pairs: (EncodedSplit, too_long)."""
-    src_ids = tokenizer.encode_src(cols["src"])
-    tgt_ids = tokenizer.encode_tgt(cols["tgt"])
-    alignment = cols.get("alignment")
-    keep = range(len(src_ids))
-    if split == "train":
-        keep = [
-            i
-            for i in keep
-            if 0 < len(src_ids[i]) <= max_len and 0 < len(tgt_ids[i]) <= max_len
-        ]
-    too_long = len(src_ids) - len(keep)
+# --- building ------------------------------------------------------------------------------------
+def tokenizer_sample(
+    train: Dataset, joint: bool, limit: int, seed: int
+) -> tuple[list[str], list[str]]:
+    """The training sentences SentencePiece reads: all of them, in order, when they
+    are at most ``limit`` (joint: both sides together), else a seeded sample."""
+    n = train.num_rows
+    rng = np.random.default_rng(seed)
+    if joint:
+        if 2 * n <= limit:
+            return train["src"], train["tgt"]
+        picked = np.sort(rng.choice(2 * n, size=limit, replace=False))
+        src_rows, tgt_rows = picked[picked < n], picked[picked >= n] - n
+    elif n <= limit:
+        return train["src"], train["tgt"]
+    else:
+        src_rows = np.sort(rng.choice(n, size=limit, replace=False))
+        tgt_rows = np.sort(rng.choice(n, size=limit, replace=False))
+    return (
+        train.data.column("src").take(src_rows).to_pylist(),
+        train.data.column("tgt").take(tgt_rows).to_pylist(),
+    )
+
+
+def _train_tokenizer(train: Dataset, tcfg: Any) -> Tokenizer:
+    start = time.perf_counter()
+    joint = bool(tcfg.joint)
+    src, tgt = tokenizer_sample(train, joint, tcfg.train_sentences, TOKENIZER_SEED)
+    tokenizer = Tokenizer.train(
+        src,
+        tgt,
+        vocab_size=tcfg.vocab_size,
+        model_type=str(tcfg.model_type),
+        joint=joint,
+        character_coverage=tcfg.character_coverage,
+        seed=TOKENIZER_SEED,
+        num_threads=os.cpu_count() or 1,
+    )
+    log.info(
+        "SentencePiece trained on %d sentences in %.1f s",
+        len(src) + len(tgt),
+        time.perf_counter() - start,
+    )
+    return tokenizer
+
+
+def _encode_split(
+    tokenizer: Tokenizer, ds: Dataset, folder: Path, split: str, max_len: int
+) -> dict[str, int]:
+    """Encode ``ds`` chunk by chunk into ``folder``; train drops over-long pairs."""
+    vocab = max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    writer = SplitWriter(folder, ids_dtype(vocab))
+    for start in range(0, ds.num_rows, ENCODE_CHUNK):
+        chunk = ds[start : start + ENCODE_CHUNK]
+        ids = {
+            "src": tokenizer.encode_src(chunk["src"]),
+            "tgt": tokenizer.encode_tgt(chunk["tgt"]),
+        }
+        rows = np.arange(start, start + len(ids["src"]))
+        if split == "train":
+            keep = [
+                k
+                for k, (s, t) in enumerate(zip(ids["src"], ids["tgt"], strict=True))
+                if 0 < len(s) <= max_len and 0 < len(t) <= max_len
+            ]
+            if len(keep) < len(rows):
+                ids = {side: [ids[side][k] for k in keep] for side in SIDES}
+                rows = rows[keep]
+        writer.add(ids, rows)
+    counts = writer.close()
+    too_long = ds.num_rows - counts["pairs"]
     if too_long:
         log.warning(
             "%s: filtered %d pairs over max_len=%d pieces", split, too_long, max_len
         )
-
-    def pick(values: list) -> list:
-        return values if too_long == 0 else [values[i] for i in keep]
-
-    encoded = EncodedSplit(
-        pick(cols["src"]), pick(cols["tgt"]), pick(src_ids), pick(tgt_ids),
-        pick(alignment) if alignment is not None else None,
-    )  # fmt: skip
-    return encoded, too_long
+    return {**counts, "too_long": too_long}
 
 
-def _build(data_cfg: Any, tokenizer_cfg: Any, columns: dict, filtered: dict) -> tuple:
-    train = columns["train"]
-    tokenizer = Tokenizer.train(
-        train["src"],
-        train["tgt"],
-        vocab_size=tokenizer_cfg.vocab_size,
-        model_type=tokenizer_cfg.model_type,
-        joint=bool(tokenizer_cfg.joint),
-        character_coverage=tokenizer_cfg.character_coverage,
-        seed=TOKENIZER_SEED,
-    )
-    splits, split_stats = {}, {}
+def _length_stats(lengths: np.ndarray) -> tuple[float, int]:
+    if len(lengths) == 0:
+        return 0.0, 0
+    ordered = np.sort(lengths)
+    return float(ordered.mean()), int(ordered[round(0.95 * (len(ordered) - 1))])
+
+
+def _build(
+    folder: Path, data_cfg: Any, tokenizer_cfg: Any, source: Any, settings: dict
+) -> None:
+    """Build the cache in a temporary folder, then rename it to ``folder``."""
+    start = time.perf_counter()
+    for stale in folder.parent.glob(f".building-{folder.name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)  # a build killed before ours
+    tmp = folder.parent / f".building-{folder.name}-{os.getpid()}"
+    work = tmp / "work"
+    texts, empty = {}, {}
     for split in SPLITS:
-        encoded, too_long = _encode(tokenizer, split, columns[split], data_cfg.max_len)
-        splits[split] = encoded
-        src_mean, src_p95 = _length_stats([len(x) for x in encoded.src_ids])
-        tgt_mean, tgt_p95 = _length_stats([len(x) for x in encoded.tgt_ids])
+        texts[split], empty[split] = read_split(data_cfg, split, work / split, source)
+    tokenizer = _train_tokenizer(texts["train"], tokenizer_cfg)
+    (tmp / "tokenizer").mkdir(parents=True)
+    for name, model in tokenizer.to_bytes().items():
+        (tmp / "tokenizer" / f"{name}.model").write_bytes(model)
+    split_stats = {}
+    for split in SPLITS:
+        counts = _encode_split(
+            tokenizer, texts[split], tmp / split, split, data_cfg.max_len
+        )
+        texts[split].save_to_disk(str(tmp / split / "text"))
+        src_mean, src_p95 = _length_stats(np.load(tmp / split / "src.lengths.npy"))
+        tgt_mean, tgt_p95 = _length_stats(np.load(tmp / split / "tgt.lengths.npy"))
         split_stats[split] = {
-            "pairs": len(encoded),
-            "filtered": {**filtered.get(split, {"empty": 0}), "too_long": too_long},
+            "pairs": counts["pairs"],
+            "filtered": {"empty": empty[split], "too_long": counts["too_long"]},
             "src_len_mean": round(src_mean, 2),
             "src_len_p95": src_p95,
             "tgt_len_mean": round(tgt_mean, 2),
             "tgt_len_p95": tgt_p95,
         }
+    del texts
+    shutil.rmtree(work, ignore_errors=True)
+    dtype = ids_dtype(max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size))
     stats = {
-        "corpus": data_cfg.name,
+        "corpus": str(data_cfg.name),
         "src_lang": data_cfg.src_lang,
         "tgt_lang": data_cfg.tgt_lang,
         "joint": tokenizer.joint,
@@ -189,77 +280,62 @@ def _build(data_cfg: Any, tokenizer_cfg: Any, columns: dict, filtered: dict) -> 
         "tgt_vocab_size": tokenizer.tgt_vocab_size,
         "splits": split_stats,
     }
-    return tokenizer, splits, stats
+    (tmp / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False))
+    write_manifest(tmp, {"settings": settings, "ids_dtype": dtype.name, "stats": stats})
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+    log.info("prepared %s in %.1f s", folder, time.perf_counter() - start)
 
 
-def _write_cache(
-    cache_dir: Path, tokenizer: Tokenizer, splits: dict, stats: dict
-) -> None:
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "version": CACHE_VERSION,
-        "tokenizer": tokenizer.to_bytes(),
-        "splits": {name: vars(split) for name, split in splits.items()},
-        "stats": stats,
-    }
-    tmp = cache_dir / f"prepared.pkl.tmp{os.getpid()}"
-    with open(tmp, "wb") as handle:
-        pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, cache_dir / "prepared.pkl")
-    (cache_dir / "stats.json").write_text(
-        json.dumps(stats, indent=2, ensure_ascii=False)
-    )
+# --- reading ---------------------------------------------------------------------------------
+def _open(folder: Path, manifest: dict) -> tuple[Tokenizer, dict, dict]:
+    models = {p.stem: p.read_bytes() for p in (folder / "tokenizer").glob("*.model")}
+    tokenizer = Tokenizer.from_bytes(models)
+    splits = {}
+    for split in SPLITS:
+        stored = open_split(folder / split, manifest["ids_dtype"])
+        encoded = EncodedSplit(**vars(stored))
+        # validation and test are small and read many times: plain lists
+        splits[split] = encoded if split == "train" else encoded.in_memory()
+    return tokenizer, splits, manifest["stats"]
 
 
-def _read_cache(cache_dir: Path) -> tuple | None:
-    path = cache_dir / "prepared.pkl"
-    if not path.is_file():
+def open_prepared(folder: Path) -> tuple[Tokenizer, dict, dict] | None:
+    """The prepared data in ``folder``, or None (with a warning when it is damaged)."""
+    manifest, why = check_store(folder)
+    if manifest is None:
+        if why:
+            log.warning("rebuilding the prepared cache: %s", why)
         return None
-    try:
-        with open(path, "rb") as handle:
-            payload = pickle.load(handle)
-    except (OSError, EOFError, pickle.UnpicklingError) as err:
-        log.warning("ignoring unreadable cache %s (%s)", path, err)
-        return None
-    if payload.get("version") != CACHE_VERSION:
-        return None
-    splits = {
-        name: EncodedSplit(**fields) for name, fields in payload["splits"].items()
-    }
-    return Tokenizer.from_bytes(payload["tokenizer"]), splits, payload["stats"]
+    return _open(folder, manifest)
 
 
 def prepare_data(data_cfg: Any, tokenizer_cfg: Any, cache_root: Path) -> PreparedData:
-    """Load, tokenize and encode the corpus of ``data_cfg``, or read the cache."""
+    """Read, tokenize and encode the corpus of ``data_cfg``, or map its cache."""
     start = time.perf_counter()
+    source = corpus_source(data_cfg)
+    prints = {s: split_fingerprint(data_cfg, s, source) for s in SPLITS}
     settings = _settings(data_cfg, tokenizer_cfg)
-    loaded = None
-    if data_cfg.name == "phrasebook" and not _has_links_files(data_cfg):
-        fingerprint = _phrasebook_fingerprint(data_cfg)
+    folder = cache_folder(cache_root, data_cfg, settings, prints)
+    opened = open_prepared(folder)
+    hit = opened is not None
+    if opened is None:
+        with build_lock(folder):
+            opened = open_prepared(folder)  # another process built it meanwhile
+            if opened is None:
+                with terminal_progress_only():
+                    _build(folder, data_cfg, tokenizer_cfg, source, settings)
+                opened = open_prepared(folder)
+                assert opened is not None, f"{folder} was just built"
+        log.info("prepared data cached in %s", folder)
     else:
-        loaded = read_corpus(data_cfg)
-        fingerprint = _corpus_fingerprint(
-            {s: loaded.splits[s].to_dict() for s in SPLITS}
-        )
-    cache_dir = _cache_dir(cache_root, data_cfg, settings, fingerprint)
-    hit = _read_cache(cache_dir)
-    if hit is not None:
-        tokenizer, splits, stats = hit
-        log.info("loaded prepared data from %s", cache_dir)
-    else:
-        loaded = loaded or read_corpus(data_cfg)
-        columns = {s: loaded.splits[s].to_dict() for s in SPLITS}
-        tokenizer, splits, stats = _build(
-            data_cfg, tokenizer_cfg, columns, loaded.filtered
-        )
-        _write_cache(cache_dir, tokenizer, splits, stats)
-        log.info("prepared data cached in %s", cache_dir)
+        log.info("loaded prepared data from %s", folder)
+    tokenizer, splits, stats = opened
     train = splits["train"]
     sampler = TokenBucketSampler(
-        [len(x) for x in train.src_ids],
-        [len(x) for x in train.tgt_ids],
+        train.src_lengths(),
+        train.tgt_lengths(),
         data_cfg.batch_tokens,
         shuffle=False,
         sort_by="target",  # as the trainer batches
@@ -269,10 +345,10 @@ def prepare_data(data_cfg: Any, tokenizer_cfg: Any, cache_root: Path) -> Prepare
         "batch_tokens": data_cfg.batch_tokens,
         "train_batches": len(sampler),
         "padding_fraction": round(padding_fraction(sampler), 4),
-        "cached": hit is not None,
+        "cached": hit,
         "seconds": round(time.perf_counter() - start, 3),
     }
-    return PreparedData(tokenizer, splits, stats, hit is not None, cache_dir)
+    return PreparedData(tokenizer, splits, stats, hit, folder)
 
 
 def format_stats(stats: dict[str, Any]) -> str:

@@ -35,12 +35,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
 from seq2seq.config_checks import check_sampling
-from seq2seq.data.batching import TokenBucketSampler, batch_loader, padded_size
+from seq2seq.data.batching import TokenBucketSampler, batch_loader
 from seq2seq.data.lattice import UnigramSampler
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.data.tokenizer import Tokenizer
@@ -135,7 +136,7 @@ class SampledExamples(Dataset):
 
 
 def _pieces(split: EncodedSplit) -> int:
-    return sum(map(len, split.src_ids)) + sum(map(len, split.tgt_ids))
+    return int(split.src_lengths().sum() + split.tgt_lengths().sum())
 
 
 class SampledBucketSampler(TokenBucketSampler):
@@ -143,24 +144,20 @@ class SampledBucketSampler(TokenBucketSampler):
     batches are planned from that epoch's sampled lengths."""
 
     def __init__(
-        self, examples: SampledExamples, batch_tokens: int, **sharding: int
+        self, examples: SampledExamples, batch_tokens: int, **sharding: Any
     ) -> None:
-        """``sharding``: ``seed``, ``num_replicas``, ``rank`` of ``TokenBucketSampler``;
-        training batches are shuffled and sorted by target."""
+        """``sharding``: ``seed``, ``num_replicas``, ``rank``, ``agree`` of
+        ``TokenBucketSampler``; training batches are shuffled and sorted by target."""
         split = examples.cached
-        lengths = [len(s) for s in split.src_ids], [len(t) for t in split.tgt_ids]
+        lengths = split.src_lengths(), split.tgt_lengths()
         options = {"shuffle": True, "sort_by": "target", **sharding}
         super().__init__(*lengths, batch_tokens, **options)
         self.examples = examples
 
-    def _make_batches(self) -> list[list[int]]:
+    def _make_batches(self) -> list[np.ndarray]:
         split = self.examples.use(self.seed, self.epoch)
-        self.src_lengths = [len(s) for s in split.src_ids]
-        self.tgt_lengths = [len(t) for t in split.tgt_ids]
-        alone = sum(
-            padded_size([i], *self._lengths) > self.batch_tokens
-            for i in range(len(split))
-        )
+        self.set_lengths(split.src_lengths(), split.tgt_lengths())
+        alone = int((self.sizes > self.batch_tokens).sum())
         if alone:
             log.info(
                 "subword sampling: %d sampled examples exceed batch_tokens=%d alone: "
@@ -177,7 +174,7 @@ def make_sampled_loader(
     sampling: SubwordSampling,
     batch_tokens: int,
     pin_memory: bool = False,
-    **sharding: int,
+    **sharding: Any,
 ) -> DataLoader:
     """The training ``DataLoader`` of ``Batch`` with subword sampling: shuffled and
     bucketed by target length like ``make_loader(..., sort_by="target")``; its

@@ -1,8 +1,11 @@
 """A split as text and piece ids, and how to make one from text or a corpus.
 
 ``EncodedSplit`` is the plain type between data preparation and everything that reads
-a split: batching, decoding, scoring and alignment. Encoding never retrains the
-tokenizer: a checkpoint's tokenizer encodes any text or corpus it is given.
+a split: batching, decoding, scoring and alignment. Its columns are sequences: lists
+for text being translated, validation and test, and memory-mapped views
+(``data/store.py``) for a prepared training split, which is never held as Python
+objects. Encoding never retrains the tokenizer: a checkpoint's tokenizer encodes any
+text or corpus it is given.
 """
 
 from __future__ import annotations
@@ -11,23 +14,44 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from seq2seq.data.corpus import CorpusError, read_corpus
+import numpy as np
+
+from seq2seq.data.corpus import SPLITS, CorpusError, read_corpus
 from seq2seq.data.tokenizer import Tokenizer
 
 
 @dataclass
 class EncodedSplit:
-    """One split as text and piece ids (no BOS/EOS); all lists have the same length.
-    ``alignment``: gold word links per pair (Pharaoh), when the corpus has them."""
+    """One split as text and piece ids (no BOS/EOS); all columns have the same
+    length. ``alignment``: gold word links per pair (Pharaoh), when the corpus has
+    them."""
 
-    src_text: list[str]
-    tgt_text: list[str]
-    src_ids: list[list[int]]
-    tgt_ids: list[list[int]]
-    alignment: list[str] | None = None
+    src_text: Sequence[str]
+    tgt_text: Sequence[str]
+    src_ids: Sequence[Sequence[int]]
+    tgt_ids: Sequence[Sequence[int]]
+    alignment: Sequence[str] | None = None
 
     def __len__(self) -> int:
         return len(self.src_ids)
+
+    def src_lengths(self) -> np.ndarray:
+        """Pieces per source sentence ``(pairs,)``, without building a list per pair."""
+        return _lengths(self.src_ids)
+
+    def tgt_lengths(self) -> np.ndarray:
+        return _lengths(self.tgt_ids)
+
+    def in_memory(self) -> EncodedSplit:
+        """The same split as Python lists (for the small splits that decoding,
+        scoring and alignment read many times)."""
+        return EncodedSplit(
+            list(self.src_text),
+            list(self.tgt_text),
+            [list(ids) for ids in self.src_ids],
+            [list(ids) for ids in self.tgt_ids],
+            None if self.alignment is None else list(self.alignment),
+        )
 
     def select(self, indices: Sequence[int]) -> EncodedSplit:
         """The pairs at ``indices``, in that order."""
@@ -47,6 +71,13 @@ class EncodedSplit:
         if n is None or n >= len(self):
             return self
         return self.select(range(n))
+
+
+def _lengths(pieces: Sequence[Sequence[int]]) -> np.ndarray:
+    lengths = getattr(pieces, "lengths", None)  # data.store.Pieces: memory-mapped
+    if lengths is not None:
+        return np.asarray(lengths)
+    return np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
 
 
 def encode_texts(
@@ -73,12 +104,9 @@ def encode_corpus_split(data_cfg, tokenizer: Tokenizer, split: str) -> EncodedSp
     Raises:
         CorpusError: the corpus has no such split, or the split has no pairs.
     """
-    corpus = read_corpus(data_cfg, links_for=(split,)).splits
-    if split not in corpus:
-        raise CorpusError(
-            f"split={split}: no such split; the corpus has {', '.join(corpus)}"
-        )
-    ds = corpus[split]
+    if split not in SPLITS:
+        raise CorpusError(f"split={split}: no such split; the corpus has {SPLITS}")
+    ds = read_corpus(data_cfg, links_for=(split,), splits=(split,)).splits[split]
     if len(ds) == 0:
         raise CorpusError(
             f"split={split} of corpus {data_cfg.name} has no pairs (an empty file, "

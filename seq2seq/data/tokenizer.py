@@ -7,9 +7,14 @@ directory, and the model bytes travel inside checkpoints (``to_bytes`` /
 ``from_bytes``).
 
 The vocabulary size is a soft limit (``hard_vocab_limit=False``): a corpus too small for
-the requested size gets the largest vocabulary it supports instead of an error. When
-even the soft limit cannot be met (BPE reports "Vocabulary size too high"), the size is
-clamped to the maximum SentencePiece names and training runs again.
+the requested size gets the largest vocabulary it supports instead of an error, said
+in one warning with the size reached. When even the soft limit cannot be met (BPE
+reports "Vocabulary size too high"), the size is clamped to the maximum SentencePiece
+names and training runs again.
+
+Training reads exactly the sentences it is given (``input_sentence_size=0``): the
+caller passes a seeded sample of a large corpus (``data/prepare.py``), so the pieces
+do not depend on SentencePiece's own sampling.
 """
 
 from __future__ import annotations
@@ -73,7 +78,17 @@ def _train_model(
                 "vocab_size %d too large for this corpus; using %d", vocab_size, size
             )
             continue
-        return buffer.getvalue()
+        model = buffer.getvalue()
+        reached = _load(model).get_piece_size()
+        if reached < vocab_size and size == vocab_size:
+            log.warning(
+                "vocabulary size %d asked, but the training text supports only %d "
+                "pieces: using %d",
+                vocab_size,
+                reached,
+                reached,
+            )
+        return model
     raise RuntimeError(f"SentencePiece training failed for vocab_size={vocab_size}")
 
 

@@ -2,8 +2,9 @@
 
 ``torchrun --nproc_per_node=N --no-python seq2seq-train ...`` sets ``RANK``,
 ``WORLD_SIZE`` and ``LOCAL_RANK``; ``init_distributed`` turns them into a process
-group (NCCL on CUDA, gloo on CPU). Every rank trains on its own shard of the
-token-bucket batches; rank 0 alone logs and saves.
+group (NCCL on CUDA, gloo on CPU). Every rank maps the same prepared cache, plans the
+batches of its own share of each epoch and trains on them; rank 0 alone logs and
+saves.
 """
 
 from __future__ import annotations
@@ -59,6 +60,18 @@ def all_reduce_sum(value: float | int, device: torch.device) -> float:
     tensor = torch.tensor(float(value), device=device, dtype=torch.float64)
     dist.all_reduce(tensor)
     return float(tensor)
+
+
+def max_over_ranks(value: int) -> int:
+    """The largest ``value`` of any rank: the batch count every rank runs, when each
+    plans its own share of an epoch."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return int(value)
+    tensor = torch.tensor(int(value), dtype=torch.int64)
+    if dist.get_backend() == "nccl":
+        tensor = tensor.cuda()
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor)
 
 
 def broadcast_object(obj):

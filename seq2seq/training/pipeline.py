@@ -67,8 +67,9 @@ def find_resume_checkpoint(cfg: DictConfig, run_dir: Path) -> Path | None:
 def run_training(cfg: DictConfig, run_dir: Path) -> float | None:
     """Prepare data, train, score the best checkpoint on test, and say where things are.
 
-    Under torchrun every rank runs this; rank 0 prepares the corpus cache first, owns
-    the run directory, logs and saves. Returns the best validation metric, so Hydra
+    Under torchrun every rank runs this; one rank prepares the corpus cache while the
+    others wait for it (``prepare_data``); rank 0 owns the run directory, logs and
+    saves. Returns the best validation metric, so Hydra
     sweeps can compare runs.
     """
     seed_everything(cfg.trainer.seed)
@@ -79,7 +80,7 @@ def run_training(cfg: DictConfig, run_dir: Path) -> float | None:
         device = torch.device("cuda", dist_info.local_rank)
     configure_cuda(device)
     run_dir = Path(broadcast_object(str(run_dir)))
-    data = _prepare_in_rank_order(cfg, dist_info)
+    data = _prepare(cfg)
     log.info("corpus:\n%s", format_stats(data.stats))
     fit_output_limit(cfg, data.splits["train"])
     if not dist_info.is_main:
@@ -110,8 +111,8 @@ def fit_output_limit(cfg: DictConfig, train: EncodedSplit) -> None:
     if decode.max_len_a is not None:
         return
     decode.max_len_a = fit_max_len_a(
-        [len(ids) + 1 for ids in train.src_ids],
-        [len(ids) + 1 for ids in train.tgt_ids],
+        train.src_lengths() + 1,
+        train.tgt_lengths() + 1,
         decode.max_len_b,
         decode.max_len_coverage,
     )
@@ -124,15 +125,10 @@ def fit_output_limit(cfg: DictConfig, train: EncodedSplit) -> None:
     )
 
 
-def _prepare_in_rank_order(cfg: DictConfig, dist_info):
-    """Rank 0 builds the cache; the other ranks wait, then read it."""
-    root = resolve_cache_root(cfg.data.cache_dir)
-    if dist_info.is_main:
-        data = prepare_data(cfg.data, cfg.tokenizer, root)
-    barrier()
-    if not dist_info.is_main:
-        data = prepare_data(cfg.data, cfg.tokenizer, root)
-    return data
+def _prepare(cfg: DictConfig):
+    """Every rank asks for the cache: the first to take its lock builds it, the others
+    wait on the lock (not on a collective with a timeout), then all map it."""
+    return prepare_data(cfg.data, cfg.tokenizer, resolve_cache_root(cfg.data.cache_dir))
 
 
 def finish(trainer: Trainer, result: TrainResult) -> str:

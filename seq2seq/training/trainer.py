@@ -43,7 +43,7 @@ from seq2seq.model.checkpoint import (
 from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import symmetric_kl, token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
-from seq2seq.training.distributed import DistInfo, all_reduce_sum
+from seq2seq.training.distributed import DistInfo, all_reduce_sum, max_over_ranks
 from seq2seq.training.ema import WeightAverage
 from seq2seq.training.optim import (
     build_optimizer,
@@ -160,6 +160,7 @@ class Trainer:
             "num_replicas": self.dist.world_size,
             "rank": self.dist.rank,
             "pin_memory": self.device.type == "cuda",
+            "agree": max_over_ranks if self.dist.enabled else None,
         }
         train = self.data.splits["train"]
         if sampling is None:

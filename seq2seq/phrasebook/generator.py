@@ -3,7 +3,7 @@
 It is generated English→French; ``data.src_lang=fr data.tgt_lang=en`` reads it the
 other way (``reverse_columns``: sides swapped, every link transposed).
 
-A small grammar over the lexicon in ``phrasebook_lexicon`` writes each sentence in both
+A small grammar over the lexicon in ``lexicon.py`` writes each sentence in both
 languages at once, so every French token knows the English tokens it came from. The
 phenomena are chosen to need non-monotonic attention:
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from datasets import Dataset, DatasetDict
 
-from seq2seq.data.phrasebook_lexicon import Adjective, Noun, Verb, lexicon
+from seq2seq.phrasebook.lexicon import Adjective, Noun, Verb, lexicon
 
 VOWELS = frozenset("aeiouhéèêàâîôûœ")
 # subject, object, French subject, French object, person index 0..5, gender

@@ -1,0 +1,231 @@
+"""The prepared cache on disk: encoded splits as memory-mapped arrays, texts as Arrow.
+
+One folder per prepared corpus, written once and then only read::
+
+    manifest.json          format version, settings, statistics, and per file its
+                           size, SHA-256 and modification time (written last)
+    tokenizer/joint.model  (or src.model + tgt.model)
+    <split>/src.ids        every source piece id of the split, back to back
+                           (uint16 when the vocabulary fits, else int32)
+    <split>/src.offsets.npy  (pairs + 1,) int64: pair i is ids[offsets[i]:offsets[i+1]]
+    <split>/src.lengths.npy  (pairs,) int32: what batch planning reads
+    <split>/tgt.*          the same for the target side
+    <split>/rows.npy       (pairs,) int64: each pair's row in text/ (pairs over
+                           data.max_len leave gaps)
+    <split>/text/          src, tgt (+ alignment) as an Arrow dataset (save_to_disk)
+
+This is fairseq's binarized layout (ids + an index) kept in numpy's own formats, and
+Hugging Face's Arrow files for the texts: every process maps the same pages
+read-only, so eight ranks share one copy in the page cache and a training process
+holds no Python object per training sentence.
+
+A folder is built under another name and renamed into place when complete, so a
+process killed while building leaves nothing that looks prepared. Reading checks
+the manifest: a file whose size or modification time differ from the manifest's is
+hashed, and a folder whose hash differs is reported as damaged (``open_store``
+returns None with the reason, and the caller rebuilds it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 2
+MANIFEST = "manifest.json"
+SIDES = ("src", "tgt")
+
+
+def ids_dtype(vocab_size: int) -> np.dtype:
+    """The narrowest id type for a vocabulary: half the bytes of int32 below 65,536."""
+    return np.dtype(np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32)
+
+
+class Pieces(Sequence[list[int]]):
+    """The piece ids of one side of a split, pair by pair, from memory-mapped arrays.
+
+    ``pieces[i]`` is a list of ints, as a tokenizer returns it; ``lengths`` is the
+    array batch planning reads.
+    """
+
+    def __init__(self, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray):
+        self.ids, self.offsets, self.lengths = ids, offsets, lengths
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return self.ids[self.offsets[index] : self.offsets[index + 1]].tolist()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return (self[i] for i in range(len(self)))
+
+
+class Texts(Sequence[str]):
+    """One text column of a split, pair by pair, from a memory-mapped Arrow table."""
+
+    def __init__(self, column: Any, rows: np.ndarray) -> None:
+        self.column, self.rows = column, rows  # a pyarrow ChunkedArray
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return self.take(range(*index.indices(len(self))))
+        return self.column[int(self.rows[index])].as_py()
+
+    def take(self, indices: Sequence[int] | np.ndarray) -> list[str]:
+        """The texts at ``indices``, in one Arrow gather."""
+        rows = self.rows[np.asarray(indices, dtype=np.int64)]
+        return self.column.take(rows).to_pylist()
+
+    def __iter__(self) -> Iterator[str]:
+        for start in range(0, len(self), 65536):
+            yield from self.take(range(start, min(start + 65536, len(self))))
+
+
+class SplitWriter:
+    """Appends encoded pairs of one split, chunk by chunk, to its files."""
+
+    def __init__(self, folder: Path, dtype: np.dtype) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.dtype = folder, dtype
+        self.handles = {side: open(folder / f"{side}.ids", "wb") for side in SIDES}
+        self.lengths: dict[str, list[np.ndarray]] = {side: [] for side in SIDES}
+        self.rows: list[np.ndarray] = []
+
+    def add(self, ids: dict[str, list[list[int]]], rows: np.ndarray) -> None:
+        """``ids[side]``: the pieces of the pairs at text ``rows``."""
+        for side in SIDES:
+            lengths = np.fromiter(map(len, ids[side]), np.int32, len(ids[side]))
+            flat = np.fromiter(
+                (i for seq in ids[side] for i in seq), self.dtype, int(lengths.sum())
+            )
+            self.handles[side].write(flat.tobytes())
+            self.lengths[side].append(lengths)
+        self.rows.append(np.asarray(rows, dtype=np.int64))
+
+    def close(self) -> dict[str, int]:
+        """Write the indices; returns the pair and piece counts."""
+        counts = {"pairs": int(sum(map(len, self.rows)))}
+        for side in SIDES:
+            self.handles[side].close()
+            lengths = _concat(self.lengths[side], np.int32)
+            offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            np.save(self.folder / f"{side}.lengths.npy", lengths)
+            np.save(self.folder / f"{side}.offsets.npy", offsets)
+            counts[f"{side}_pieces"] = int(offsets[-1])
+        np.save(self.folder / "rows.npy", _concat(self.rows, np.int64))
+        return counts
+
+
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+# --- the manifest -----------------------------------------------------------------------
+def write_manifest(folder: Path, content: dict[str, Any]) -> None:
+    """Record every file's size, hash and time, then the manifest itself, all synced:
+    the manifest's presence is what says the folder is complete."""
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        _fsync(path)
+        stat = path.stat()
+        files[str(path.relative_to(folder))] = {
+            "size": stat.st_size,
+            "sha256": _digest(path),
+            "mtime_ns": stat.st_mtime_ns,
+        }
+    manifest = {"format": FORMAT_VERSION, **content, "files": files}
+    tmp = folder / f"{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
+    _fsync(tmp)
+    os.replace(tmp, folder / MANIFEST)
+
+
+def check_store(folder: Path) -> tuple[dict[str, Any] | None, str]:
+    """The manifest of a complete, intact folder, or None and why not (empty when
+    there is no folder at all)."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        return None, f"{folder} has no manifest" if folder.exists() else ""
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        return None, f"{path} is unreadable ({err})"
+    if manifest.get("format") != FORMAT_VERSION:
+        return None, f"{path}: format {manifest.get('format')}, not {FORMAT_VERSION}"
+    for name, want in manifest.get("files", {}).items():
+        file = folder / name
+        if not file.is_file():
+            return None, f"{file} is missing"
+        stat = file.stat()
+        if stat.st_size != want["size"]:
+            return None, f"{file} has {stat.st_size} bytes, the manifest {want['size']}"
+        if stat.st_mtime_ns != want["mtime_ns"] and _digest(file) != want["sha256"]:
+            return None, f"{file} differs from the file the manifest recorded"
+    return manifest, ""
+
+
+def _digest(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+# --- reading ------------------------------------------------------------------------------
+@dataclass
+class StoredSplit:
+    """A split's memory-mapped columns, as ``EncodedSplit`` takes them."""
+
+    src_text: Texts
+    tgt_text: Texts
+    src_ids: Pieces
+    tgt_ids: Pieces
+    alignment: Texts | None
+
+
+def open_split(folder: Path, dtype: str) -> StoredSplit:
+    """Map one split read-only."""
+    pieces = {}
+    for side in SIDES:
+        offsets = np.load(folder / f"{side}.offsets.npy", mmap_mode="r")
+        lengths = np.load(folder / f"{side}.lengths.npy", mmap_mode="r")
+        size = int(offsets[-1])
+        ids = (
+            np.memmap(folder / f"{side}.ids", dtype=np.dtype(dtype), mode="r")
+            if size
+            else np.zeros(0, dtype=dtype)
+        )
+        pieces[side] = Pieces(ids, offsets, lengths)
+    rows = np.load(folder / "rows.npy", mmap_mode="r")
+    table = datasets.load_from_disk(str(folder / "text")).data
+    alignment = None
+    if "alignment" in table.column_names:
+        alignment = Texts(table.column("alignment"), rows)
+    return StoredSplit(
+        Texts(table.column("src"), rows),
+        Texts(table.column("tgt"), rows),
+        pieces["src"],
+        pieces["tgt"],
+        alignment,
+    )
