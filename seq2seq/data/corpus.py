@@ -67,8 +67,9 @@ class Source(Protocol):
     def raw(self, split: str, work_dir: Path) -> tuple[Dataset, str]:
         """The split as the source has it (any columns) and a name for messages."""
 
-    def pick(self, ds: Dataset, where: str) -> Dataset:
-        """``ds`` cleaned to columns ``src``, ``tgt`` (+ ``alignment``)."""
+    def pick(self, ds: Dataset, where: str, work_dir: Path) -> Dataset:
+        """``ds`` cleaned to columns ``src``, ``tgt`` (+ ``alignment``), written
+        under ``work_dir``."""
 
 
 @dataclass
@@ -124,8 +125,9 @@ def read_split(
     ``work_dir`` (Arrow files, memory-mapped), and the number of empty pairs dropped."""
     source = source or corpus_source(cfg)
     with terminal_progress_only():
+        work_dir.mkdir(parents=True, exist_ok=True)
         raw, where = source.raw(split, work_dir)
-        ds = source.pick(raw, where)
+        ds = source.pick(raw, where, work_dir)
         links = getattr(cfg.alignments, split)
         if links:
             cols = ds.select_columns(["src", "tgt"]).to_dict()
@@ -133,7 +135,7 @@ def read_split(
             ds = ds.remove_columns(
                 [c for c in ds.column_names if c == "alignment"]
             ).add_column("alignment", lines)
-        return drop_empty(ds, split)
+        return drop_empty(ds, split, work_dir)
 
 
 @contextlib.contextmanager
@@ -150,18 +152,19 @@ def terminal_progress_only() -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
-def drop_empty(ds: Dataset, split: str) -> tuple[Dataset, int]:
+def drop_empty(ds: Dataset, split: str, work_dir: Path) -> tuple[Dataset, int]:
     """``ds`` without the pairs with an empty side, and how many there were."""
     kept = ds.filter(
         lambda src, tgt: [bool(s) and bool(t) for s, t in zip(src, tgt, strict=True)],
         input_columns=["src", "tgt"],
         batched=True,
         batch_size=CLEAN_BATCH,
+        cache_file_name=str(work_dir / "kept.indices.arrow"),
     )
     empty = ds.num_rows - kept.num_rows
     if empty:
         log.warning("%s: filtered %d pairs with an empty side", split, empty)
-        kept = kept.flatten_indices()
+        kept = kept.flatten_indices(cache_file_name=str(work_dir / "kept.arrow"))
     return (kept if empty else ds), empty
 
 
@@ -213,10 +216,16 @@ def aliases_of(name: str) -> list[str]:
 
 
 def pick_columns(
-    ds: Dataset, src: str, tgt: str, where: str, extra: Sequence[str] = ()
+    ds: Dataset,
+    src: str,
+    tgt: str,
+    where: str,
+    work_dir: Path,
+    extra: Sequence[str] = (),
 ) -> Dataset:
     """Columns ``src`` / ``tgt`` (language columns or a ``translation`` column) as
-    cleaned ``src`` / ``tgt``, plus the ``extra`` columns present, in one pass."""
+    cleaned ``src`` / ``tgt``, plus the ``extra`` columns present, in one pass
+    written to ``work_dir`` (never into the hub's own cache)."""
     columns = ds.column_names
     translation = src not in columns and tgt not in columns and "translation" in columns
     present = _translation_languages(ds) if translation else columns
@@ -245,6 +254,7 @@ def pick_columns(
         batched=True,
         batch_size=CLEAN_BATCH,
         remove_columns=columns,
+        cache_file_name=str(work_dir / "picked.arrow"),
         desc=f"reading {where}",
     )
 
@@ -294,5 +304,5 @@ class PhrasebookSource:
             self._columns = reverse_columns(columns) if reverse else columns
         return Dataset.from_dict(self._columns[split]), f"phrasebook [{split}]"
 
-    def pick(self, ds: Dataset, where: str) -> Dataset:
+    def pick(self, ds: Dataset, where: str, work_dir: Path) -> Dataset:
         return ds

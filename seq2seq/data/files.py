@@ -106,8 +106,10 @@ class FolderSource:
             diagnose(path, kind, (self.src, self.tgt))
             raise CorpusError(f"{path}: could not be read ({err})") from err
 
-    def pick(self, ds: Dataset, where: str) -> Dataset:
-        return pick_columns(ds, self.src, self.tgt, where, extra=("alignment",))
+    def pick(self, ds: Dataset, where: str, work_dir: Path) -> Dataset:
+        return pick_columns(
+            ds, self.src, self.tgt, where, work_dir, extra=("alignment",)
+        )
 
     def _parallel(self, src_path: Path, tgt_path: Path, work_dir: Path) -> Dataset:
         sides = []

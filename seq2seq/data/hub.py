@@ -85,8 +85,10 @@ class HubSource:
         ds, name = self._split(split)
         return ds, f"{self.label} [{name}]"
 
-    def pick(self, ds: Dataset, where: str) -> Dataset:
-        return pick_columns(ds, self.src, self.tgt, where, extra=("alignment",))
+    def pick(self, ds: Dataset, where: str, work_dir: Path) -> Dataset:
+        return pick_columns(
+            ds, self.src, self.tgt, where, work_dir, extra=("alignment",)
+        )
 
 
 def hub_unreachable(hub_id: str) -> str | None:

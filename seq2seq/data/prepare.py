@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import hashlib
 import json
 import logging
@@ -38,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from datasets import Dataset
 
 from seq2seq.data.batching import TokenBucketSampler, padding_fraction
 from seq2seq.data.corpus import (
@@ -54,7 +54,10 @@ from seq2seq.data.store import (
     SplitWriter,
     check_store,
     ids_dtype,
+    keep_table,
     open_split,
+    table_chunks,
+    iter_rows,
     write_manifest,
 )
 from seq2seq.data.tokenizer import Tokenizer
@@ -152,64 +155,79 @@ def build_lock(folder: Path) -> Iterator[None]:
 
 
 # --- building ------------------------------------------------------------------------------------
-def tokenizer_sample(
-    train: Dataset, joint: bool, limit: int, seed: int
-) -> tuple[list[str], list[str]]:
-    """The training sentences SentencePiece reads: all of them, in order, when they
-    are at most ``limit`` (joint: both sides together), else a seeded sample."""
-    n = train.num_rows
+def sample_rows(
+    n: int, joint: bool, limit: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The training rows SentencePiece reads of each side, of ``n`` pairs: all of
+    them when they are at most ``limit`` sentences (joint: both sides together),
+    else a seeded sample of ``limit``."""
     rng = np.random.default_rng(seed)
+    if (2 * n if joint else n) <= limit:
+        return np.arange(n), np.arange(n)
     if joint:
-        if 2 * n <= limit:
-            return train["src"], train["tgt"]
         picked = np.sort(rng.choice(2 * n, size=limit, replace=False))
-        src_rows, tgt_rows = picked[picked < n], picked[picked >= n] - n
-    elif n <= limit:
-        return train["src"], train["tgt"]
-    else:
-        src_rows = np.sort(rng.choice(n, size=limit, replace=False))
-        tgt_rows = np.sort(rng.choice(n, size=limit, replace=False))
-    return (
-        train.data.column("src").take(src_rows).to_pylist(),
-        train.data.column("tgt").take(tgt_rows).to_pylist(),
-    )
+        return picked[picked < n], picked[picked >= n] - n
+    src = np.sort(rng.choice(n, size=limit, replace=False))
+    return src, np.sort(rng.choice(n, size=limit, replace=False))
 
 
-def _train_tokenizer(train: Dataset, tcfg: Any) -> Tokenizer:
-    start = time.perf_counter()
+def write_sample(table: Path, n: int, tcfg: Any, folder: Path) -> list[Path]:
+    """The sentences SentencePiece trains on, one per line, streamed from ``table``
+    into files under ``folder``: one (source then target) for a joint model, else
+    one a side. A line break inside a sentence becomes a space, as SentencePiece's
+    normalization would make it."""
     joint = bool(tcfg.joint)
-    src, tgt = tokenizer_sample(train, joint, tcfg.train_sentences, TOKENIZER_SEED)
-    tokenizer = Tokenizer.train(
-        src,
-        tgt,
+    rows = dict(zip(("src", "tgt"), sample_rows(n, joint, tcfg.train_sentences,
+                                                TOKENIZER_SEED), strict=True))  # fmt: skip
+    files = [folder / "sample.txt"] if joint else [folder / "src.txt", folder / "tgt.txt"]
+    handles = [open(path, "w", encoding="utf-8") for path in files]
+    try:
+        for k, side in enumerate(SIDES):
+            out = handles[0 if joint else k]
+            for text in iter_rows(table, side, rows[side]):
+                out.write(text.replace("\n", " ").replace("\r", " ") + "\n")
+    finally:
+        for handle in handles:
+            handle.close()
+    return files
+
+
+def _train_tokenizer(table: Path, n: int, tcfg: Any, folder: Path) -> Tokenizer:
+    start = time.perf_counter()
+    files = write_sample(table, n, tcfg, folder)
+    lines = sum(1 for path in files for _ in open(path, "rb"))
+    tokenizer = Tokenizer.train_from_files(
+        files,
         vocab_size=tcfg.vocab_size,
         model_type=str(tcfg.model_type),
-        joint=joint,
         character_coverage=tcfg.character_coverage,
         seed=TOKENIZER_SEED,
-        num_threads=os.cpu_count() or 1,
     )
+    for path in files:
+        path.unlink()
     log.info(
         "SentencePiece trained on %d sentences in %.1f s",
-        len(src) + len(tgt),
+        lines,
         time.perf_counter() - start,
     )
     return tokenizer
 
 
 def _encode_split(
-    tokenizer: Tokenizer, ds: Dataset, folder: Path, split: str, max_len: int
+    tokenizer: Tokenizer, table: Path, folder: Path, split: str, max_len: int
 ) -> dict[str, int]:
-    """Encode ``ds`` chunk by chunk into ``folder``; train drops over-long pairs."""
+    """Encode the pairs of ``table`` chunk by chunk into ``folder``; the training
+    split drops over-long pairs."""
     vocab = max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     writer = SplitWriter(folder, ids_dtype(vocab))
-    for start in range(0, ds.num_rows, ENCODE_CHUNK):
-        chunk = ds[start : start + ENCODE_CHUNK]
+    start = 0
+    for chunk in table_chunks(table, ENCODE_CHUNK):
         ids = {
-            "src": tokenizer.encode_src(chunk["src"]),
-            "tgt": tokenizer.encode_tgt(chunk["tgt"]),
+            "src": tokenizer.encode_src(chunk.column("src").to_pylist()),
+            "tgt": tokenizer.encode_tgt(chunk.column("tgt").to_pylist()),
         }
-        rows = np.arange(start, start + len(ids["src"]))
+        rows = np.arange(start, start + chunk.num_rows)
+        start += chunk.num_rows
         if split == "train":
             keep = [
                 k
@@ -221,7 +239,7 @@ def _encode_split(
                 rows = rows[keep]
         writer.add(ids, rows)
     counts = writer.close()
-    too_long = ds.num_rows - counts["pairs"]
+    too_long = start - counts["pairs"]
     if too_long:
         log.warning(
             "%s: filtered %d pairs over max_len=%d pieces", split, too_long, max_len
@@ -245,19 +263,26 @@ def _build(
         shutil.rmtree(stale, ignore_errors=True)  # a build killed before ours
     tmp = folder.parent / f".building-{folder.name}-{os.getpid()}"
     work = tmp / "work"
-    texts, empty = {}, {}
+    empty, pairs = {}, {}
     for split in SPLITS:
-        texts[split], empty[split] = read_split(data_cfg, split, work / split, source)
-    tokenizer = _train_tokenizer(texts["train"], tokenizer_cfg)
-    (tmp / "tokenizer").mkdir(parents=True)
+        ds, empty[split] = read_split(data_cfg, split, work / split, source)
+        (tmp / split).mkdir(parents=True)
+        keep_table(ds, tmp / split / "text.arrow")
+        pairs[split] = ds.num_rows
+        del ds  # unmapped: later passes read the file, not a map of it
+    gc.collect()
+    shutil.rmtree(work, ignore_errors=True)
+    tokenizer = _train_tokenizer(
+        tmp / "train" / "text.arrow", pairs["train"], tokenizer_cfg, tmp
+    )
+    (tmp / "tokenizer").mkdir()
     for name, model in tokenizer.to_bytes().items():
         (tmp / "tokenizer" / f"{name}.model").write_bytes(model)
     split_stats = {}
     for split in SPLITS:
         counts = _encode_split(
-            tokenizer, texts[split], tmp / split, split, data_cfg.max_len
+            tokenizer, tmp / split / "text.arrow", tmp / split, split, data_cfg.max_len
         )
-        texts[split].save_to_disk(str(tmp / split / "text"))
         src_mean, src_p95 = _length_stats(np.load(tmp / split / "src.lengths.npy"))
         tgt_mean, tgt_p95 = _length_stats(np.load(tmp / split / "tgt.lengths.npy"))
         split_stats[split] = {
@@ -268,8 +293,6 @@ def _build(
             "tgt_len_mean": round(tgt_mean, 2),
             "tgt_len_p95": tgt_p95,
         }
-    del texts
-    shutil.rmtree(work, ignore_errors=True)
     dtype = ids_dtype(max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size))
     stats = {
         "corpus": str(data_cfg.name),

@@ -10,9 +10,10 @@ One folder per prepared corpus, written once and then only read::
     <split>/src.offsets.npy  (pairs + 1,) int64: pair i is ids[offsets[i]:offsets[i+1]]
     <split>/src.lengths.npy  (pairs,) int32: what batch planning reads
     <split>/tgt.*          the same for the target side
-    <split>/rows.npy       (pairs,) int64: each pair's row in text/ (pairs over
+    <split>/rows.npy       (pairs,) int64: each pair's row in text.arrow (pairs over
                            data.max_len leave gaps)
-    <split>/text/          src, tgt (+ alignment) as an Arrow dataset (save_to_disk)
+    <split>/text.arrow     src, tgt (+ alignment): the Arrow stream file ``datasets``
+                           wrote when it read the corpus, moved here
 
 This is fairseq's binarized layout (ids + an index) kept in numpy's own formats, and
 Hugging Face's Arrow files for the texts: every process maps the same pages
@@ -37,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import datasets
 import numpy as np
+import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,53 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
+def keep_table(ds: Any, path: Path) -> None:
+    """Make ``ds`` (a ``datasets.Dataset``) the Arrow stream file ``path``: its own
+    cache file when it has exactly one (moved, not copied), else written batch by
+    batch."""
+    files = ds.cache_files
+    if len(files) == 1 and ds._indices is None:
+        os.replace(files[0]["filename"], path)
+        return
+    with pa.OSFile(str(path), "wb") as sink:
+        with pa.ipc.new_stream(sink, ds.data.schema) as writer:
+            for batch in ds.data.to_batches(max_chunksize=10_000):
+                writer.write_batch(batch)
+
+
+def table_chunks(path: Path, rows: int) -> Iterator[pa.Table]:
+    """The table at ``path`` in chunks of about ``rows`` rows, read with plain reads:
+    unlike a memory map, a pass over a large file leaves none of it in this
+    process's resident memory."""
+    with pa.OSFile(str(path)) as source:
+        pending: list[pa.RecordBatch] = []
+        count = 0
+        for batch in pa.ipc.open_stream(source):
+            pending.append(batch)
+            count += batch.num_rows
+            if count >= rows:
+                yield pa.Table.from_batches(pending)
+                pending, count = [], 0
+        if pending:
+            yield pa.Table.from_batches(pending)
+
+
+def iter_rows(path: Path, column: str, rows: np.ndarray) -> Iterator[str]:
+    """``column`` at the sorted ``rows`` of the table at ``path``, in one pass."""
+    start = 0
+    for chunk in table_chunks(path, 65_536):
+        stop = start + chunk.num_rows
+        lo, hi = np.searchsorted(rows, [start, stop])
+        if hi > lo:
+            yield from chunk.column(column).take(rows[lo:hi] - start).to_pylist()
+        start = stop
+
+
+def map_table(path: Path) -> pa.Table:
+    """The table at ``path``, memory-mapped read-only (no copy)."""
+    return pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+
+
 # --- the manifest -----------------------------------------------------------------------
 def write_manifest(folder: Path, content: dict[str, Any]) -> None:
     """Record every file's size, hash and time, then the manifest itself, all synced:
@@ -218,7 +266,7 @@ def open_split(folder: Path, dtype: str) -> StoredSplit:
         )
         pieces[side] = Pieces(ids, offsets, lengths)
     rows = np.load(folder / "rows.npy", mmap_mode="r")
-    table = datasets.load_from_disk(str(folder / "text")).data
+    table = map_table(folder / "text.arrow")
     alignment = None
     if "alignment" in table.column_names:
         alignment = Texts(table.column("alignment"), rows)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import io
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 import sentencepiece as spm
 
@@ -39,21 +40,22 @@ _TOO_HIGH = re.compile(
 
 
 def _train_model(
-    texts: Sequence[str],
+    texts: Sequence[str] | Path,
     vocab_size: int,
     model_type: str,
     character_coverage: float,
     seed: int,
     num_threads: int,
 ) -> bytes:
-    """Train one SentencePiece model on ``texts`` and return its serialized bytes."""
+    """Train one SentencePiece model on ``texts`` (sentences, or a file of one
+    sentence per line) and return its serialized bytes."""
     spm.set_random_generator_seed(seed)
     size = vocab_size
     for _ in range(3):
         buffer = io.BytesIO()
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(texts),
+                sentence_iterator=_sentences(texts),
                 model_writer=buffer,
                 vocab_size=size,
                 model_type=model_type,
@@ -90,6 +92,17 @@ def _train_model(
             )
         return model
     raise RuntimeError(f"SentencePiece training failed for vocab_size={vocab_size}")
+
+
+def _sentences(texts: Sequence[str] | Path) -> Iterator[str]:
+    """The sentences, from a list or streamed from a file's lines (SentencePiece keeps
+    its own copy; a file's ``input=`` would also write its path into the model)."""
+    if not isinstance(texts, Path):
+        yield from texts
+        return
+    with open(texts, encoding="utf-8") as handle:
+        for line in handle:
+            yield line[:-1] if line.endswith("\n") else line
 
 
 def _load(model: bytes) -> spm.SentencePieceProcessor:
@@ -137,6 +150,22 @@ class Tokenizer:
         if joint:
             return cls(_train_model([*src_texts, *tgt_texts], *args))
         return cls(_train_model(src_texts, *args), _train_model(tgt_texts, *args))
+
+    @classmethod
+    def train_from_files(
+        cls,
+        files: Sequence[Path],
+        vocab_size: int = 8000,
+        model_type: str = "unigram",
+        character_coverage: float = 1.0,
+        seed: int = 0,
+        num_threads: int = 2,
+    ) -> Tokenizer:
+        """Train on files of one sentence per line: one file, a joint model; two
+        (source, target), a model per side. SentencePiece reads them itself, so a
+        large sample never lives as Python strings beside its own copy."""
+        args = (vocab_size, model_type, character_coverage, seed, num_threads)
+        return cls(*(_train_model(Path(path), *args) for path in files))
 
     # --- sizes ------------------------------------------------------------------------
     @property

@@ -145,6 +145,7 @@ class Trainer:
         self.sampler = self.loader.batch_sampler
         self.gold = self._gold_attention()
         self.progress = Progress()
+        self.stepped = False  # has this process run a step yet
         self.ckpt_dir = run_dir / "checkpoints"
         self.tracker = Tracker(run_dir / "tb", enabled=self.dist.is_main)
         self.n_params = sum(p.numel() for p in self.model.parameters())
@@ -445,6 +446,9 @@ class Trainer:
                     continue
                 self.progress.step += 1
                 self.progress.elapsed_s = time.monotonic() - start
+                if not self.stepped:  # how long the start took, for people and benches
+                    self.stepped = True
+                    log.info("first step of this process done (step %d)", self.progress.step)
                 if self.budget:
                     self.budget.update(self.progress.step, self._budget_used())
                 window.add(stats)

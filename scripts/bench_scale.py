@@ -1,0 +1,297 @@
+"""The data path at WMT scale: prepare, start-up and memory on synthetic corpora.
+
+For each size, a deterministic synthetic corpus with WMT14 en-de's shape
+(``scripts/synthetic_corpus.py``: Zipfian word types, log-normal sentence lengths) is
+written under ``--workdir`` (reused when present), then measured in fresh processes:
+
+- ``seq2seq-prepare`` (``tokenizer.vocab_size``, default 32,000): wall time, peak RSS,
+  peak private memory (RssAnon) and the cache's size on disk;
+- one epoch's batch planning on the prepared lengths (median of 3, in this process);
+- ``seq2seq-train model=tiny`` on the prepared cache for ``--steps`` steps, one rank
+  and two gloo ranks under ``torchrun``: seconds from launch to the log line of the
+  first step, peak RSS, and peak private memory (RssAnon) and PSS summed over the
+  ranks. PSS splits each shared page (the memory-mapped cache, the libraries)
+  between the processes that map it: what the ranks cost together.
+
+Memory is sampled from ``/proc`` every 0.1 s for the whole process tree. Run alone on
+the machine (``flock``), as each figure is wall time or memory:
+
+    flock /tmp/seq2seq-cpu.lock python scripts/bench_scale.py --sizes 500000,1500000,4500000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from synthetic_corpus import write_corpus
+
+FIRST_STEP = "first step of this process done"
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def memory_of(pid: int) -> dict[str, int]:
+    """VmRSS, RssAnon (kB, from status) and Pss (kB, from smaps_rollup)."""
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon"):
+                out[key] = int(value.split()[0])
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                out["Pss"] = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+class Watch:
+    """Peaks of a process tree's memory, sampled in a thread. ``rss``: the largest
+    single process's RSS; ``anon`` / ``pss``: the largest sum over the python
+    processes of the tree (torchrun's launcher included)."""
+
+    def __init__(self, pid: int, period: float = 0.1) -> None:
+        self.pid, self.period = pid, period
+        self.rss = self.anon = self.pss = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            mems = [memory_of(p) for p in tree(self.pid)]
+            if mems:
+                self.rss = max(self.rss, *(m.get("VmRSS", 0) for m in mems))
+                self.anon = max(self.anon, sum(m.get("RssAnon", 0) for m in mems))
+                self.pss = max(self.pss, sum(m.get("Pss", 0) for m in mems))
+            self.done.wait(self.period)
+
+    def stop(self) -> dict[str, float]:
+        self.done.set()
+        self.thread.join()
+        return {
+            "peak_rss_mb": self.rss / 1024,
+            "peak_anon_mb": self.anon / 1024,
+            "peak_pss_mb": self.pss / 1024,
+        }
+
+
+def run(command: list[str], log: Path, marker: str | None = None) -> dict:
+    """Run ``command`` with its output in ``log``; wall time, time to ``marker``'s
+    first appearance on its output, and memory peaks."""
+    start = time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        watch = Watch(proc.pid)
+        first = None
+        for line in proc.stdout:
+            out.write(line)
+            if marker and first is None and marker in line:
+                first = time.perf_counter() - start
+        code = proc.wait()
+    result = {"seconds": time.perf_counter() - start, **watch.stop()}
+    if code != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({code}); see {log}")
+    if marker:
+        result["first_step_s"] = first
+    return result
+
+
+def du_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def data_args(corpus: Path, cache: Path, vocab: int) -> list[str]:
+    return [
+        "data=local",
+        f"data.local_dir={corpus}",
+        "data.src_lang=en",
+        "data.tgt_lang=de",
+        f"data.cache_dir={cache}",
+        f"tokenizer.vocab_size={vocab}",
+    ]
+
+
+def plan_seconds(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> float:
+    """Median wall time of planning one epoch (3 epochs) on the prepared lengths."""
+    code = (
+        "import sys, time, statistics\n"
+        "from hydra import compose, initialize_config_dir\n"
+        "from seq2seq.config import CONFIG_DIR, register_configs\n"
+        "register_configs()\n"
+        "from seq2seq.data.batching import TokenBucketSampler\n"
+        "from seq2seq.data.prepare import prepare_data, resolve_cache_root\n"
+        "with initialize_config_dir(str(CONFIG_DIR), version_base=None):\n"
+        "    cfg = compose('prepare', sys.argv[1:])\n"
+        "data = prepare_data(cfg.data, cfg.tokenizer, resolve_cache_root(cfg.data.cache_dir))\n"
+        "assert data.cached\n"
+        "train = data.splits['train']\n"
+        "times = []\n"
+        "for epoch in range(3):\n"
+        "    start = time.perf_counter()\n"
+        "    sampler = TokenBucketSampler(train.src_lengths(), train.tgt_lengths(),\n"
+        f"        {batch_tokens}, seed=1, sort_by='target')\n"
+        "    sampler.set_epoch(epoch)\n"
+        "    n = len(sampler.epoch_batches())\n"
+        "    times.append(time.perf_counter() - start)\n"
+        "print(statistics.median(times))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, *data_args(corpus, cache, vocab)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def train_command(corpus, cache, vocab, steps, run_dir, ranks) -> list[str]:
+    args = [
+        *data_args(corpus, cache, vocab),
+        "model=tiny",
+        f"trainer.max_steps={steps}",
+        "trainer.valid_every=1000000",
+        "trainer.valid_max_sentences=100",
+        "trainer.device=cpu",
+        "trainer.progress=false",
+        "evaluate_test=false",
+        f"hydra.run.dir={run_dir}",
+    ]
+    if ranks == 1:
+        return ["seq2seq-train", *args]
+    return [
+        "torchrun",
+        "--standalone",
+        f"--nproc_per_node={ranks}",
+        "--no-python",
+        "seq2seq-train",
+        "trainer.threads=1",
+        *args,
+    ]
+
+
+def measure(size: int, args: argparse.Namespace) -> dict:
+    work = Path(args.workdir)
+    corpus = work / f"synth_{size}"
+    if not (corpus / "test.jsonl").is_file():
+        write_corpus(corpus, size)
+    cache = work / f"cache_{size}"
+    if not args.keep_cache:
+        shutil.rmtree(cache, ignore_errors=True)
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    row = {"pairs": size, "corpus_mb": du_mb(corpus)}
+    prep = run(
+        ["seq2seq-prepare", *data_args(corpus, cache, args.vocab)],
+        logs / f"prepare_{size}.log",
+    )
+    row["prepare"] = prep
+    row["cache_mb"] = du_mb(cache)
+    row["plan_s"] = plan_seconds(corpus, cache, args.vocab, args.batch_tokens)
+    for ranks in args.ranks:
+        run_dir = work / f"run_{size}_{ranks}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        command = train_command(corpus, cache, args.vocab, args.steps, run_dir, ranks)
+        row[f"train_{ranks}"] = run(command, logs / f"train_{size}_{ranks}.log", FIRST_STEP)
+    return row
+
+
+def table(rows: list[dict], ranks: list[int]) -> str:
+    head = (
+        "| pairs | corpus MB | prepare s | prepare peak RSS MB | cache MB | plan s |"
+        + "".join(
+            f" {r} rank{'s' if r > 1 else ''}: first step s, peak RSS MB, "
+            "private MB, PSS MB |"
+            for r in ranks
+        )
+    )
+    lines = [head, "|" + "---|" * (6 + len(ranks))]
+    for row in rows:
+        cells = [
+            f"{row['pairs']:,}",
+            f"{row['corpus_mb']:.0f}",
+            f"{row['prepare']['seconds']:.0f}",
+            f"{row['prepare']['peak_rss_mb']:.0f}",
+            f"{row['cache_mb']:.0f}",
+            f"{row['plan_s']:.2f}",
+        ]
+        for r in ranks:
+            t = row[f"train_{r}"]
+            cells.append(
+                f"{t['first_step_s']:.1f}, {t['peak_rss_mb']:.0f}, "
+                f"{t['peak_anon_mb']:.0f}, {t['peak_pss_mb']:.0f}"
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def growth(rows: list[dict]) -> str:
+    """Per added pair between the smallest and the largest size."""
+    if len(rows) < 2:
+        return ""
+    a, b = rows[0], rows[-1]
+    pairs = b["pairs"] - a["pairs"]
+    seconds = (b["prepare"]["seconds"] - a["prepare"]["seconds"]) / pairs * 1e6
+    rss = (b["prepare"]["peak_rss_mb"] - a["prepare"]["peak_rss_mb"]) / pairs * 1e6
+    cache = (b["cache_mb"] - a["cache_mb"]) / pairs * 1e6
+    return (
+        f"growth per million pairs ({a['pairs']:,} → {b['pairs']:,}): prepare "
+        f"{seconds:.1f} s, prepare peak RSS {rss:.0f} MB, cache {cache:.0f} MB"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="500000,1500000,4500000")
+    parser.add_argument("--workdir", default="/tmp/seq2seq-scale")
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--ranks", default="1,2")
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument(
+        "--keep-cache", action="store_true", help="reuse a prepared cache (for trying)"
+    )
+    parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = parser.parse_args()
+    args.ranks = [int(r) for r in args.ranks.split(",")]
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        rows.append(measure(size, args))
+        print(json.dumps(rows[-1]), flush=True)
+    print(table(rows, args.ranks))
+    print(growth(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
