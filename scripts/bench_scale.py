@@ -85,8 +85,11 @@ class Watch:
         self.thread.start()
 
     def _run(self) -> None:
+        pids, looked = [self.pid], 0.0
         while not self.done.is_set():
-            mems = [memory_of(p) for p in tree(self.pid)]
+            if time.monotonic() - looked > 1.0:  # new ranks appear; a scan costs
+                pids, looked = tree(self.pid), time.monotonic()
+            mems = [memory_of(p) for p in pids]
             if mems:
                 self.rss = max(self.rss, *(m.get("VmRSS", 0) for m in mems))
                 self.anon = max(self.anon, sum(m.get("RssAnon", 0) for m in mems))

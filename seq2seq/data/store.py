@@ -29,11 +29,13 @@ returns None with the reason, and the caller rebuilds it).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
+import mmap
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,10 +78,16 @@ class Pieces(Sequence[list[int]]):
 
 
 class Texts(Sequence[str]):
-    """One text column of a split, pair by pair, from a memory-mapped Arrow table."""
+    """One text column of a split, pair by pair, from a memory-mapped Arrow table
+    that is opened on first use (training reads the texts only for subword sampling
+    and guided alignment)."""
 
-    def __init__(self, column: Any, rows: np.ndarray) -> None:
-        self.column, self.rows = column, rows  # a pyarrow ChunkedArray
+    def __init__(self, table: Callable[[], pa.Table], name: str, rows: np.ndarray):
+        self.table, self.name, self.rows = table, name, rows
+
+    @property
+    def column(self) -> pa.ChunkedArray:
+        return self.table().column(self.name)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -182,8 +190,39 @@ def iter_rows(path: Path, column: str, rows: np.ndarray) -> Iterator[str]:
 
 
 def map_table(path: Path) -> pa.Table:
-    """The table at ``path``, memory-mapped read-only (no copy)."""
-    return pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+    """The table at ``path``, memory-mapped read-only (no copy), read at random:
+    only the pages of the rows asked for become resident."""
+    return pa.ipc.open_stream(pa.py_buffer(_random_map(path))).read_all()
+
+
+def _random_map(path: Path) -> mmap.mmap:
+    """A read-only map of ``path`` advised for random access: the kernel's read-ahead
+    would otherwise bring in (and count in this process's memory) 128 KiB around
+    every pair a batch reads."""
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    mapped.madvise(mmap.MADV_RANDOM)
+    return mapped
+
+
+def map_array(path: Path, dtype: np.dtype, header: bool = False) -> np.ndarray:
+    """A read-only array over ``path`` (raw, or ``.npy`` with ``header``), mapped for
+    random access."""
+    if header:
+        with open(path, "rb") as handle:
+            major, _ = np.lib.format.read_magic(handle)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if major == 1
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(handle)
+            offset = handle.tell()
+    else:
+        shape, offset = None, 0
+    mapped = _random_map(path)
+    array = np.frombuffer(mapped, dtype=dtype, offset=offset)
+    return array if shape is None else array.reshape(shape)
 
 
 # --- the manifest -----------------------------------------------------------------------
@@ -256,23 +295,26 @@ def open_split(folder: Path, dtype: str) -> StoredSplit:
     """Map one split read-only."""
     pieces = {}
     for side in SIDES:
-        offsets = np.load(folder / f"{side}.offsets.npy", mmap_mode="r")
-        lengths = np.load(folder / f"{side}.lengths.npy", mmap_mode="r")
-        size = int(offsets[-1])
+        offsets = map_array(folder / f"{side}.offsets.npy", np.int64, header=True)
+        lengths = np.load(folder / f"{side}.lengths.npy", mmap_mode="r")  # read whole
+        ids_path = folder / f"{side}.ids"
         ids = (
-            np.memmap(folder / f"{side}.ids", dtype=np.dtype(dtype), mode="r")
-            if size
+            map_array(ids_path, np.dtype(dtype))
+            if ids_path.stat().st_size
             else np.zeros(0, dtype=dtype)
         )
         pieces[side] = Pieces(ids, offsets, lengths)
-    rows = np.load(folder / "rows.npy", mmap_mode="r")
-    table = map_table(folder / "text.arrow")
+    rows = map_array(folder / "rows.npy", np.int64, header=True)
+    path = folder / "text.arrow"
+    table = functools.cache(lambda: map_table(path))
     alignment = None
-    if "alignment" in table.column_names:
-        alignment = Texts(table.column("alignment"), rows)
+    with pa.OSFile(str(path)) as source:
+        names = pa.ipc.open_stream(source).schema.names
+    if "alignment" in names:
+        alignment = Texts(table, "alignment", rows)
     return StoredSplit(
-        Texts(table.column("src"), rows),
-        Texts(table.column("tgt"), rows),
+        Texts(table, "src", rows),
+        Texts(table, "tgt", rows),
         pieces["src"],
         pieces["tgt"],
         alignment,
