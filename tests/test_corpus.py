@@ -257,3 +257,68 @@ def test_an_alignment_file_replaces_the_phrasebook_gold(tmp_path):
         dd["test"]["alignment"]
         == read_corpus(phrasebook_config(6, 2, 2)).splits["test"]["alignment"]
     )
+
+
+def test_a_byte_order_mark_is_read_as_such(tmp_path):
+    """Windows tools start UTF-8 files with a BOM: the first key is still 'de'."""
+    for split, pairs in PAIRS.items():
+        write_jsonl(tmp_path, f"{split}.jsonl", pairs)
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert_matches(read_corpus(local(tmp_path)).splits)
+
+
+def test_a_command_reads_only_the_split_it_needs(tmp_path):
+    """Evaluating the test split neither needs nor reads the training file."""
+    write_jsonl(tmp_path, "test.jsonl", PAIRS["test"])
+    (tmp_path / "train.jsonl").write_text("not json at all\n")
+    dd = read_corpus(local(tmp_path), splits=("test",)).splits
+    assert list(dd) == ["test"]
+    assert dd["test"]["src"] == ["ein Auto", "ein Boot"]
+    with pytest.raises(CorpusError, match=r"train\.jsonl:1: invalid JSON"):
+        read_corpus(local(tmp_path), splits=("train",))
+
+
+def test_split_names_of_the_corpus_are_chosen_with_data_splits(tmp_path):
+    for name, pairs in (("train", PAIRS["train"]), ("dev", PAIRS["validation"]),
+                        ("test_2016", PAIRS["test"]), ("test_2017", PAIRS["train"])):
+        write_jsonl(tmp_path, f"{name}.jsonl", pairs)  # fmt: skip
+    cfg = local(tmp_path)
+    with pytest.raises(CorpusError, match=r"several files could be split 'test'"):
+        read_corpus(cfg)
+    cfg.splits.test = "test_2016"
+    assert_matches(read_corpus(cfg).splits)
+    cfg.splits.test = "test_2018"
+    with pytest.raises(CorpusError, match=r"data\.splits\.test=test_2018: no such"):
+        read_corpus(cfg)
+
+
+def test_a_hub_dataset_with_a_configuration_and_a_translation_column(tmp_path):
+    """WMT14's shape: ``load_dataset("wmt14", "de-en")`` with a ``translation``
+    column; here a local folder in the hub's layout, its configurations declared in
+    its README as on the hub."""
+    names = {"train": "train", "validation": "newstest2013", "test": "newstest2014"}
+    files = "\n".join(
+        f"  - split: {split}\n    path: de-en/{name}.jsonl"
+        for split, name in (("train", "train"), ("validation", "validation"),
+                            ("test", "test"))
+    )  # fmt: skip
+    (tmp_path / "README.md").write_text(
+        f"---\nconfigs:\n- config_name: de-en\n  data_files:\n{files}\n---\n"
+    )
+    (tmp_path / "de-en").mkdir()
+    for split, pairs in PAIRS.items():
+        lines = [
+            json.dumps({"translation": {"de": de, "en": en}}, ensure_ascii=False)
+            for de, en in pairs
+        ]
+        (tmp_path / "de-en" / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    cfg = DataConfig(name="hub", hub_id=str(tmp_path), hub_config="de-en",
+                     src_lang="de", tgt_lang="en")  # fmt: skip
+    assert_matches(read_corpus(cfg).splits)
+    cfg.splits.validation = names["validation"]
+    with pytest.raises(CorpusError, match=r"data\.splits\.validation=newstest2013"):
+        read_corpus(cfg)
+    cfg.splits.validation, cfg.tgt_lang = None, "fr"
+    with pytest.raises(CorpusError, match=r"no column for language 'fr'.*'de', 'en'"):
+        read_corpus(cfg)

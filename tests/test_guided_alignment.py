@@ -192,7 +192,7 @@ def test_a_links_file_is_what_the_attention_is_guided_to(tmp_path):
         "trainer.guided_alignment=1.0",
         f"data.alignments.train={links}",
     )
-    assert trainer.data.splits["train"].alignment == ["0-0"] * n_pairs
+    assert list(trainer.data.splits["train"].alignment) == ["0-0"] * n_pairs
     assert (
         first.data.splits["train"].alignment != trainer.data.splits["train"].alignment
     )

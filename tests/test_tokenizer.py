@@ -70,3 +70,14 @@ def test_training_writes_nothing_to_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Tokenizer.train(SRC, TGT, vocab_size=50)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_vocabulary_larger_than_the_text_supports_is_said(caplog):
+    texts = ["the small blue chair .", "a red chair .", "the blue car ."] * 5
+    tokenizer = Tokenizer.train(texts, texts, vocab_size=100000)
+    reached = tokenizer.src_vocab_size
+    assert reached < 100
+    assert (
+        f"vocabulary size 100000 asked, but the training text supports only "
+        f"{reached} pieces: using {reached}" in caplog.text
+    )

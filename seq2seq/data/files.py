@@ -103,7 +103,8 @@ class FolderSource:
         except CorpusError:
             raise
         except Exception as err:  # the builder's message rarely names the line
-            diagnose(path, kind, (self.src, self.tgt))
+            if diagnose(path, kind, (self.src, self.tgt)) == 0:
+                return _no_pairs(self.src, self.tgt), str(path)  # builders refuse
             raise CorpusError(f"{path}: could not be read ({err})") from err
 
     def pick(self, ds: Dataset, where: str, work_dir: Path) -> Dataset:
@@ -117,8 +118,9 @@ class FolderSource:
             try:
                 ds = _load("text", path, work_dir / name, keep_linebreaks=False)
             except Exception as err:
-                diagnose(path, "text", ())
-                raise CorpusError(f"{path}: could not be read ({err})") from err
+                if diagnose(path, "text", ()) > 0:
+                    raise CorpusError(f"{path}: could not be read ({err})") from err
+                ds = Dataset.from_dict({"text": []}, Features({"text": Value("string")}))
             sides.append(ds.rename_column("text", name))
         if sides[0].num_rows != sides[1].num_rows:
             raise CorpusError(
@@ -220,13 +222,20 @@ def _lines(path: Path) -> Iterator[str]:
             raise CorpusError(f"{path}: not a readable gzip file ({err})") from err
 
 
-def diagnose(path: Path, kind: str, langs: tuple[str, ...]) -> None:
+def _no_pairs(src: str, tgt: str) -> Dataset:
+    features = Features({src: Value("string"), tgt: Value("string")})
+    return Dataset.from_dict({src: [], tgt: []}, features)
+
+
+def diagnose(path: Path, kind: str, langs: tuple[str, ...]) -> int:
     """Scan ``path`` line by line and raise ``CorpusError`` at the first line a
-    builder would refuse; return when every line reads."""
+    builder would refuse; when every line reads, the number of records."""
+    records = 0
     if kind == "jsonl":
         for number, line in enumerate(_lines(path), start=1):
             if not line.strip():
                 continue
+            records += 1
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
@@ -249,9 +258,10 @@ def diagnose(path: Path, kind: str, langs: tuple[str, ...]) -> None:
                     f"{path}:{number}: expected {width} fields ({rows[0]}), "
                     f"got {len(row)}"
                 )
+        records = max(len(rows) - 1, 0)
     else:
-        for _ in _lines(path):
-            pass
+        records = sum(1 for _ in _lines(path))
+    return records
 
 
 __all__ = ["FolderSource", "clean", "diagnose"]
