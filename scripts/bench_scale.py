@@ -16,7 +16,8 @@ written under ``--workdir`` (reused when present), then measured in fresh proces
 Memory is sampled from ``/proc`` every 0.1 s for the whole process tree. Run alone on
 the machine (``flock``), as each figure is wall time or memory:
 
-    flock /tmp/seq2seq-cpu.lock python scripts/bench_scale.py --sizes 500000,1500000,4500000
+    flock /tmp/seq2seq-cpu.lock python scripts/bench_scale.py \\
+        --sizes 500000,1500000,4500000
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ def plan_seconds(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> fl
         "from seq2seq.data.prepare import prepare_data, resolve_cache_root\n"
         "with initialize_config_dir(str(CONFIG_DIR), version_base=None):\n"
         "    cfg = compose('prepare', sys.argv[1:])\n"
-        "data = prepare_data(cfg.data, cfg.tokenizer, resolve_cache_root(cfg.data.cache_dir))\n"
+        "root = resolve_cache_root(cfg.data.cache_dir)\n"
+        "data = prepare_data(cfg.data, cfg.tokenizer, root)\n"
         "assert data.cached\n"
         "train = data.splits['train']\n"
         "times = []\n"
@@ -224,7 +226,9 @@ def measure(size: int, args: argparse.Namespace) -> dict:
         run_dir = work / f"run_{size}_{ranks}"
         shutil.rmtree(run_dir, ignore_errors=True)
         command = train_command(corpus, cache, args.vocab, args.steps, run_dir, ranks)
-        row[f"train_{ranks}"] = run(command, logs / f"train_{size}_{ranks}.log", FIRST_STEP)
+        row[f"train_{ranks}"] = run(
+            command, logs / f"train_{size}_{ranks}.log", FIRST_STEP
+        )
     return row
 
 

@@ -280,8 +280,12 @@ def test_a_command_reads_only_the_split_it_needs(tmp_path):
 
 
 def test_split_names_of_the_corpus_are_chosen_with_data_splits(tmp_path):
-    for name, pairs in (("train", PAIRS["train"]), ("dev", PAIRS["validation"]),
-                        ("test_2016", PAIRS["test"]), ("test_2017", PAIRS["train"])):
+    for name, pairs in (
+        ("train", PAIRS["train"]),
+        ("dev", PAIRS["validation"]),
+        ("test_2016", PAIRS["test"]),
+        ("test_2017", PAIRS["train"]),
+    ):
         write_jsonl(tmp_path, f"{name}.jsonl", pairs)  # fmt: skip
     cfg = local(tmp_path)
     with pytest.raises(CorpusError, match=r"several files could be split 'test'"):

@@ -24,6 +24,7 @@ from seq2seq.data.sampling import (
     SampledBucketSampler,
     SampledExamples,
     SubwordSampling,
+    epoch_generator,
     make_sampled_loader,
     subword_sampling,
 )
@@ -260,3 +261,19 @@ def test_sampled_pairs_longer_than_max_len_and_the_budget_are_kept(tmp_path):
             assert tok.decode_tgt(batch.tgt_out[row].tolist()) == tok.decode_tgt(
                 cached.tgt_ids[k]
             )
+
+
+def test_a_share_is_cut_as_the_whole_split_would_cut_it_alone(data):
+    """A DDP rank samples its share only: the pieces come from the same lattices,
+    each text's pieces are a segmentation of that text, and the whole-split draw
+    (one process) is what it was."""
+    tok = data.tokenizer
+    split = data.splits["train"]
+    sampler = UnigramSampler(tok.processor("tgt"), list(split.tgt_text), 0.2)
+    whole = sampler.sample(epoch_generator(1, 0, "tgt"))
+    assert whole == sampler.sample(epoch_generator(1, 0, "tgt"), None)
+    share = np.arange(3, len(split), 7)
+    part = sampler.sample(epoch_generator(1, 0, "tgt"), share)
+    assert len(part) == len(share)
+    for index, pieces in zip(share.tolist(), part, strict=True):
+        assert tok.decode_tgt(pieces) == tok.decode_tgt(split.tgt_ids[index])

@@ -243,6 +243,10 @@ class TokenBucketSampler(Sampler[list[int]]):
             order = torch.randperm(n, generator=generator).numpy()
         return order[self.rank :: self.num_replicas]
 
+    def plan_on(self, share: np.ndarray) -> None:
+        """Called with this epoch's share before it is planned (subword sampling
+        cuts its pieces here)."""
+
     def _order(self, share: np.ndarray) -> np.ndarray:
         """``share`` stably sorted by (first, second) length: equal lengths keep
         their random order."""
@@ -279,7 +283,9 @@ class TokenBucketSampler(Sampler[list[int]]):
         generator = None
         if self.shuffle:
             generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        batches = self._chunk(self._order(self.share(generator)))
+        share = self.share(generator)
+        self.plan_on(share)
+        batches = self._chunk(self._order(share))
         if self.agree is not None:  # every rank runs as many steps
             batches = self._balance(batches, self.agree(len(batches)))
         if generator is not None:

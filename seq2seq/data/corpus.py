@@ -95,9 +95,7 @@ def corpus_source(cfg: DataConfig) -> Source:
     if name == Corpus.hub:
         if not cfg.hub_id:
             raise CorpusError("data.name=hub needs data.hub_id (e.g. wmt14)")
-        return HubSource(
-            cfg.hub_id, cfg.hub_config, names, cfg.src_lang, cfg.tgt_lang
-        )
+        return HubSource(cfg.hub_id, cfg.hub_config, names, cfg.src_lang, cfg.tgt_lang)
     if cfg.local_dir is None:
         raise CorpusError(f"data.name={name} needs data.local_dir (a folder)")
     return FolderSource(Path(cfg.local_dir), names, cfg.src_lang, cfg.tgt_lang)
@@ -245,7 +243,10 @@ def pick_columns(
                 "tgt": [clean(p.get(tgt)) for p in pairs],
             }
         else:
-            out = {"src": list(map(clean, batch[src])), "tgt": list(map(clean, batch[tgt]))}
+            out = {
+                "src": list(map(clean, batch[src])),
+                "tgt": list(map(clean, batch[tgt])),
+            }
         out.update({c: [clean(v) for v in batch[c]] for c in keep})
         return out
 

@@ -120,7 +120,9 @@ class FolderSource:
             except Exception as err:
                 if diagnose(path, "text", ()) > 0:
                     raise CorpusError(f"{path}: could not be read ({err})") from err
-                ds = Dataset.from_dict({"text": []}, Features({"text": Value("string")}))
+                ds = Dataset.from_dict(
+                    {"text": []}, Features({"text": Value("string")})
+                )
             sides.append(ds.rename_column("text", name))
         if sides[0].num_rows != sides[1].num_rows:
             raise CorpusError(
@@ -143,9 +145,7 @@ class FolderSource:
         exact = [s for s in stems if s in aliases]
         if exact:
             return exact[0]
-        suffixed = [
-            s for s in stems if any(re.match(rf"{a}[_.-]", s) for a in aliases)
-        ]
+        suffixed = [s for s in stems if any(re.match(rf"{a}[_.-]", s) for a in aliases)]
         if len(suffixed) == 1:
             return suffixed[0]
         if suffixed:
@@ -202,14 +202,15 @@ def _lines(path: Path) -> Iterator[str]:
     """Decoded lines without line ends, a byte-order mark dropped; invalid UTF-8 and
     a broken gzip stream raise ``CorpusError`` naming the file and line."""
     try:
-        raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+        opener = gzip.open if path.suffix == ".gz" else open
+        raw = opener(path, "rb")  # noqa: SIM115 (closed by the with below)
     except OSError as err:
         raise CorpusError(f"{path}: cannot be opened ({err})") from err
     with raw:
         reader = io.BufferedReader(raw) if path.suffix == ".gz" else raw
         number = 0
         try:
-            for number, data in enumerate(reader, start=1):  # noqa: B007
+            for number, data in enumerate(reader, start=1):
                 if number == 1 and data.startswith(codecs.BOM_UTF8):
                     data = data[len(codecs.BOM_UTF8) :]
                 try:

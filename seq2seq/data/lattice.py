@@ -99,11 +99,23 @@ class UnigramSampler:
         self.begins = np.asarray(begins, dtype=np.int64)
         self.ids = np.asarray(ids, dtype=np.int64)
 
-    def sample(self, rng: np.random.Generator) -> list[list[int]]:
-        """One segmentation per text (piece ids), drawn from ``rng``."""
+    def sample(
+        self, rng: np.random.Generator, texts: np.ndarray | None = None
+    ) -> list[list[int]]:
+        """One segmentation per text (piece ids), drawn from ``rng``; of the texts
+        at the sorted indices ``texts`` only, when given (a DDP rank's share)."""
         n = len(self.occurrence_type)
         pos = self.type_length[self.occurrence_type].copy()
-        active = np.arange(n)
+        if texts is None:
+            active = np.arange(n)
+        else:  # the word occurrences of the chosen texts, in text order
+            ends = np.cumsum(self.words_per_text)
+            counts = self.words_per_text[texts]
+            firsts = np.repeat(ends[texts] - counts, counts)
+            within = np.arange(counts.sum()) - np.repeat(
+                np.cumsum(counts) - counts, counts
+            )
+            active = firsts + within
         drawn_occ, drawn_ids, drawn_step = [], [], []
         step = 0
         while active.size:  # one backward step of every unfinished word
@@ -122,12 +134,15 @@ class UnigramSampler:
         flat = (np.concatenate(drawn_ids)[order] if drawn_ids else occ).tolist()
         per_word = np.bincount(occ, minlength=n)
         word_ends = np.cumsum(self.words_per_text)
-        piece_ends = np.concatenate([[0], np.cumsum(per_word)])[word_ends].tolist()
-        out, start = [], 0
-        for end in piece_ends:
+        piece_ends = np.concatenate([[0], np.cumsum(per_word)])[word_ends]
+        piece_starts = np.concatenate([[0], piece_ends[:-1]])
+        chosen = range(len(piece_ends)) if texts is None else texts
+        out = []
+        for start, end in zip(
+            piece_starts[chosen].tolist(), piece_ends[chosen].tolist(), strict=True
+        ):
             ids = flat[start:end]
             out.append(_merge_unknown(ids, self.unk_id) if self.unk_id in ids else ids)
-            start = end
         return out
 
 

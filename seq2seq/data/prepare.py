@@ -54,10 +54,10 @@ from seq2seq.data.store import (
     SplitWriter,
     check_store,
     ids_dtype,
+    iter_rows,
     keep_table,
     open_split,
     table_chunks,
-    iter_rows,
     write_manifest,
 )
 from seq2seq.data.tokenizer import Tokenizer
@@ -123,7 +123,7 @@ def cache_folder(cache_root: Path, data_cfg: Any, settings: dict, prints: dict) 
     )
 
 
-# --- one builder, any number of waiting readers --------------------------------------------
+# --- one builder, any number of waiting readers ---------------------------------------
 @contextlib.contextmanager
 def build_lock(folder: Path) -> Iterator[None]:
     """Hold the lock of ``folder``'s build; say whom we wait for when it is taken."""
@@ -154,7 +154,7 @@ def build_lock(folder: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-# --- building ------------------------------------------------------------------------------------
+# --- building -------------------------------------------------------------------------
 def sample_rows(
     n: int, joint: bool, limit: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -177,25 +177,25 @@ def write_sample(table: Path, n: int, tcfg: Any, folder: Path) -> list[Path]:
     one a side. A line break inside a sentence becomes a space, as SentencePiece's
     normalization would make it."""
     joint = bool(tcfg.joint)
-    rows = dict(zip(("src", "tgt"), sample_rows(n, joint, tcfg.train_sentences,
-                                                TOKENIZER_SEED), strict=True))  # fmt: skip
-    files = [folder / "sample.txt"] if joint else [folder / "src.txt", folder / "tgt.txt"]
-    handles = [open(path, "w", encoding="utf-8") for path in files]
-    try:
+    sampled = sample_rows(n, joint, tcfg.train_sentences, TOKENIZER_SEED)
+    rows = dict(zip(SIDES, sampled, strict=True))
+    files = (
+        [folder / "sample.txt"] if joint else [folder / "src.txt", folder / "tgt.txt"]
+    )
+    with contextlib.ExitStack() as stack:
+        handles = [stack.enter_context(open(path, "w", encoding="utf-8"))
+                   for path in files]  # fmt: skip
         for k, side in enumerate(SIDES):
             out = handles[0 if joint else k]
             for text in iter_rows(table, side, rows[side]):
                 out.write(text.replace("\n", " ").replace("\r", " ") + "\n")
-    finally:
-        for handle in handles:
-            handle.close()
     return files
 
 
 def _train_tokenizer(table: Path, n: int, tcfg: Any, folder: Path) -> Tokenizer:
     start = time.perf_counter()
     files = write_sample(table, n, tcfg, folder)
-    lines = sum(1 for path in files for _ in open(path, "rb"))
+    lines = sum(path.read_bytes().count(b"\n") for path in files)
     tokenizer = Tokenizer.train_from_files(
         files,
         vocab_size=tcfg.vocab_size,
@@ -311,7 +311,7 @@ def _build(
     log.info("prepared %s in %.1f s", folder, time.perf_counter() - start)
 
 
-# --- reading ---------------------------------------------------------------------------------
+# --- reading --------------------------------------------------------------------------
 def _open(folder: Path, manifest: dict) -> tuple[Tokenizer, dict, dict]:
     models = {p.stem: p.read_bytes() for p in (folder / "tokenizer").glob("*.model")}
     tokenizer = Tokenizer.from_bytes(models)

@@ -104,21 +104,36 @@ class SampledExamples(Dataset):
         }
         self._key: tuple[int, int] | None = None
 
-    def sample(self, seed: int, epoch: int) -> EncodedSplit:
+    def sample(
+        self, seed: int, epoch: int, share: np.ndarray | None = None
+    ) -> EncodedSplit:
         """The split with both sides sampled for ``(seed, epoch)``; same texts and
-        gold links."""
-        src, tgt = (
-            self.samplers[side].sample(epoch_generator(seed, epoch, side))
-            for side in SIDES
-        )
+        gold links. With ``share`` (a DDP rank's examples) only those are sampled;
+        the others keep their cached pieces, which this rank does not train on."""
         split = self.cached
+        if share is None:
+            src, tgt = (
+                self.samplers[side].sample(epoch_generator(seed, epoch, side))
+                for side in SIDES
+            )
+        else:
+            chosen = np.sort(share)
+            src, tgt = list(split.src_ids), list(split.tgt_ids)
+            for side, ids in (("src", src), ("tgt", tgt)):
+                rng = epoch_generator(seed, epoch, side)
+                drawn = self.samplers[side].sample(rng, chosen)
+                for index, pieces in zip(chosen.tolist(), drawn, strict=True):
+                    ids[index] = pieces
         return EncodedSplit(split.src_text, split.tgt_text, src, tgt, split.alignment)
 
-    def use(self, seed: int, epoch: int) -> EncodedSplit:
+    def use(
+        self, seed: int, epoch: int, share: np.ndarray | None = None
+    ) -> EncodedSplit:
         """Make ``(seed, epoch)``'s encoding current (sampled once) and return it."""
         if self._key != (seed, epoch):
             start = time.perf_counter()
-            self.current, self._key = self.sample(seed, epoch), (seed, epoch)
+            self.current = self.sample(seed, epoch, share)
+            self._key = (seed, epoch)
             log.info(
                 "subword sampling: epoch %d cut in %.2f s, %+.1f%% pieces against the "
                 "cached encoding",
@@ -154,8 +169,11 @@ class SampledBucketSampler(TokenBucketSampler):
         super().__init__(*lengths, batch_tokens, **options)
         self.examples = examples
 
-    def _make_batches(self) -> list[np.ndarray]:
-        split = self.examples.use(self.seed, self.epoch)
+    def plan_on(self, share: np.ndarray) -> None:
+        """Sample this epoch's pieces (of this rank's share under DDP), then plan on
+        their lengths."""
+        whole = self.num_replicas == 1
+        split = self.examples.use(self.seed, self.epoch, None if whole else share)
         self.set_lengths(split.src_lengths(), split.tgt_lengths())
         alone = int((self.sizes > self.batch_tokens).sum())
         if alone:
@@ -165,7 +183,6 @@ class SampledBucketSampler(TokenBucketSampler):
                 alone,
                 self.batch_tokens,
             )
-        return super()._make_batches()
 
 
 def make_sampled_loader(

@@ -52,7 +52,9 @@ SIDES = ("src", "tgt")
 
 def ids_dtype(vocab_size: int) -> np.dtype:
     """The narrowest id type for a vocabulary: half the bytes of int32 below 65,536."""
-    return np.dtype(np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32)
+    return np.dtype(
+        np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
+    )
 
 
 class Pieces(Sequence[list[int]]):
@@ -113,7 +115,8 @@ class SplitWriter:
     def __init__(self, folder: Path, dtype: np.dtype) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.dtype = folder, dtype
-        self.handles = {side: open(folder / f"{side}.ids", "wb") for side in SIDES}
+        # closed by close(), which the builder always reaches or abandons the folder
+        self.handles = {side: open(folder / f"{side}.ids", "wb") for side in SIDES}  # noqa: SIM115
         self.lengths: dict[str, list[np.ndarray]] = {side: [] for side in SIDES}
         self.rows: list[np.ndarray] = []
 
@@ -155,10 +158,12 @@ def keep_table(ds: Any, path: Path) -> None:
     if len(files) == 1 and ds._indices is None:
         os.replace(files[0]["filename"], path)
         return
-    with pa.OSFile(str(path), "wb") as sink:
-        with pa.ipc.new_stream(sink, ds.data.schema) as writer:
-            for batch in ds.data.to_batches(max_chunksize=10_000):
-                writer.write_batch(batch)
+    with (
+        pa.OSFile(str(path), "wb") as sink,
+        pa.ipc.new_stream(sink, ds.data.schema) as writer,
+    ):
+        for batch in ds.data.to_batches(max_chunksize=10_000):
+            writer.write_batch(batch)
 
 
 def table_chunks(path: Path, rows: int) -> Iterator[pa.Table]:
@@ -225,7 +230,7 @@ def map_array(path: Path, dtype: np.dtype, header: bool = False) -> np.ndarray:
     return array if shape is None else array.reshape(shape)
 
 
-# --- the manifest -----------------------------------------------------------------------
+# --- the manifest ---------------------------------------------------------------------
 def write_manifest(folder: Path, content: dict[str, Any]) -> None:
     """Record every file's size, hash and time, then the manifest itself, all synced:
     the manifest's presence is what says the folder is complete."""
@@ -279,7 +284,7 @@ def _fsync(path: Path) -> None:
         os.fsync(handle.fileno())
 
 
-# --- reading ------------------------------------------------------------------------------
+# --- reading --------------------------------------------------------------------------
 @dataclass
 class StoredSplit:
     """A split's memory-mapped columns, as ``EncodedSplit`` takes them."""

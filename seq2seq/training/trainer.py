@@ -448,7 +448,8 @@ class Trainer:
                 self.progress.elapsed_s = time.monotonic() - start
                 if not self.stepped:  # how long the start took, for people and benches
                     self.stepped = True
-                    log.info("first step of this process done (step %d)", self.progress.step)
+                    step = self.progress.step
+                    log.info("first step of this process done (step %d)", step)
                 if self.budget:
                     self.budget.update(self.progress.step, self._budget_used())
                 window.add(stats)
