@@ -317,12 +317,6 @@ class TrainerConfig:
 
 
 @dataclass
-class PrepareConfig:
-    data: DataConfig = field(default_factory=DataConfig)
-    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-
-
-@dataclass
 class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
@@ -332,6 +326,13 @@ class TrainConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     evaluate_test: bool = True  # score the best checkpoint on the test split at the end
+
+
+@dataclass
+class PrepareConfig(TrainConfig):
+    """``seq2seq-prepare`` reads ``data`` and ``tokenizer`` only; the training
+    groups are here so that ``experiment=NAME`` composes and prepares exactly the
+    cache ``seq2seq-train experiment=NAME`` will read."""
 
 
 @dataclass

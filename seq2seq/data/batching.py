@@ -210,8 +210,9 @@ class TokenBucketSampler(Sampler[list[int]]):
         self, src_lengths: Sequence[int] | np.ndarray, tgt_lengths: Sequence[int]
     ) -> None:
         """The lengths to plan on (subword sampling changes them every epoch)."""
-        self.src_lengths = np.asarray(src_lengths, dtype=np.int64)
-        self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)
+        # int32, as the cache stores them: a memory-mapped array is used in place
+        self.src_lengths = np.asarray(src_lengths, dtype=np.int32)
+        self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int32)
         # what an example costs in a batch: its longer side plus EOS/BOS
         self.sizes = np.maximum(self.src_lengths, self.tgt_lengths) + 1
         self._memo = None
