@@ -3,7 +3,8 @@
 ``config`` ← ``data`` ← ``model`` ← ``decoding`` ← ``alignment`` ← ``training`` ←
 ``cli``: a module imports only from its own layer and the layers before it, and no
 module imports a command (``seq2seq.cli.<command>``; the commands share
-``seq2seq.cli.app`` and ``seq2seq.cli.checks``). Every import counts, also those inside functions.
+``seq2seq.cli.app`` and ``seq2seq.cli.checks``). Every import counts, also those
+inside functions.
 """
 
 from __future__ import annotations
