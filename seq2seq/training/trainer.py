@@ -207,7 +207,9 @@ class Trainer:
         torch.compile (compiled at the first step, once for all batch shapes)."""
         check_compile_toolchain(self.device)
         if self.model.compile_step_loop():
-            log.info("trainer.compile: the decoder's step loop compiles at first step")
+            log.info(
+                "trainer.compile: the decoder's step loop compiles at the first step"
+            )
         else:
             log.info(
                 "trainer.compile: this decoder has no step loop; nothing to compile"
