@@ -1,16 +1,18 @@
-"""Value checks of the composed configs, run first thing in every command.
+"""The rules of the schemas in ``config.py`` that a type cannot say.
 
-The schemas (``config.py``) check types and choices while Hydra composes a config;
-these check what a type cannot say: ranges (``decode.beam_size=0``), settings that
-cannot work together (``decode.n_best`` above the beam, ``luong_dot`` between states of
-different sizes), values left unset (``checkpoint=???``), files that must exist, and
-keys that ``+key=value`` added but no schema knows (``+trainer.max_epoch=3``, a typo
-that would otherwise be ignored). Each problem raises ``ConfigValueError`` naming the
-key, its value and what it must be, before any corpus is loaded or any model built.
+The schemas check types and choices while Hydra composes a config; these check each
+schema's values: ranges (``decode.beam_size=0``), fields of one schema that cannot
+work together (``decode.n_best`` above the beam, ``luong_dot`` between states of
+different sizes), values left unset (``checkpoint=???``), files a field names, and keys
+that ``+key=value`` added but no schema knows (``+trainer.max_epoch=3``, a typo that
+would otherwise be ignored). Each problem raises ``ConfigValueError`` naming the key,
+its value and what it must be, before any corpus is loaded or any model built.
 
-Library code that Python callers reach without a command calls the same checks
-(``build_model`` runs ``check_model``, ``decode_settings`` runs ``check_decode``), so a
-rule lives here once.
+A rule that ties the settings of one command together lives with that command
+(``cli/train.py``'s ``check_train``, ``cli/checks.py`` for the decoding commands);
+library code that Python callers reach without a command runs the schema's check
+(``build_model`` runs ``check_model``, ``decode_settings`` runs ``check_decode``), so
+each rule is written once.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from seq2seq.config import AlignFormat, AttentionType, Corpus, Normalizer, PieceModel
+from seq2seq.config import AttentionType, Corpus, Normalizer
 from seq2seq.errors import ConfigValueError
 
 # (predicate, what the value must be); None values (unset optionals) always pass.
@@ -52,7 +54,7 @@ def _get(cfg: Any, dotted: str) -> Any:
     return cfg
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
@@ -62,17 +64,17 @@ def check_values(cfg: Any, prefix: str, rules: dict[str, Rule]) -> None:
     for key, (ok, want) in rules.items():
         value = _get(cfg, key)
         if value is not None and not ok(value):
-            raise ConfigValueError(f"{prefix}{key}={_show(value)}: {want}")
+            raise ConfigValueError(f"{prefix}{key}={show(value)}: {want}")
 
 
-def _require(ok: bool, message: str) -> None:
+def require(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigValueError(message)
 
 
-def _require_file(setting: str, path: str, hint: str) -> None:
+def require_file(setting: str, path: str, hint: str) -> None:
     """``setting=path`` must name an existing file; ``hint`` says what to give."""
-    _require(
+    require(
         Path(path).expanduser().is_file(), f"{setting}={path}: no such file ({hint})"
     )
 
@@ -113,10 +115,10 @@ def check_missing(cfg: DictConfig) -> None:
 
 
 # ----------------------------------------------------------------- per schema
-def _folder(value: str | None, key: str) -> None:
+def check_folder(value: str | None, key: str) -> None:
     if value is not None:
         hint = _MISSING_HINTS["local_dir"]
-        _require(
+        require(
             Path(value).expanduser().is_dir(), f"{key}={value}: no such folder ({hint})"
         )
 
@@ -130,20 +132,20 @@ def check_data(cfg: Any, prefix: str = "data.") -> None:
     name = Corpus(cfg.name) if cfg.name is not None else None
     pair = (cfg.src_lang, cfg.tgt_lang)
     if name == Corpus.phrasebook:
-        _require(
+        require(
             pair in PHRASEBOOK_PAIRS,
             f"{prefix}src_lang={pair[0]} {prefix}tgt_lang={pair[1]}: the phrasebook "
             "is English–French; use en→fr or fr→en, or another corpus "
             "(data=multi30k, data=local)",
         )
     elif name == Corpus.local:
-        _require(
+        require(
             cfg.local_dir is not None,
             f"{prefix}name=local needs {prefix}local_dir=DIR "
             f"({_MISSING_HINTS['local_dir']})",
         )
     if name != Corpus.phrasebook:
-        _folder(cfg.local_dir, f"{prefix}local_dir")
+        check_folder(cfg.local_dir, f"{prefix}local_dir")
 
 
 def check_tokenizer(cfg: Any, prefix: str = "tokenizer.") -> None:
@@ -151,20 +153,6 @@ def check_tokenizer(cfg: Any, prefix: str = "tokenizer.") -> None:
     coverage = (lambda v: 0 < v <= 1, "must be in (0, 1]")
     check_values(cfg, prefix, {"vocab_size": vocab, "character_coverage": coverage})
     check_values(cfg, prefix, {"sampling_alpha": NON_NEGATIVE})
-
-
-def check_sampling(alpha: float, model_type: Any, prefix: str = "tokenizer.") -> None:
-    """Subword sampling (``data/sampling.py``) draws unigram segmentations only:
-    SentencePiece's BPE-dropout cannot be seeded to repeat in another process, so a
-    resumed run would not be exact."""
-    _require(alpha >= 0, f"{prefix}sampling_alpha={alpha}: must be >= 0 (0: off)")
-    _require(
-        alpha == 0 or PieceModel(model_type) == PieceModel.unigram,
-        f"{prefix}sampling_alpha={alpha} samples unigram segmentations; "
-        f"{prefix}model_type={model_type} (BPE-dropout) cannot be sampled "
-        "reproducibly, so a resumed run would not be exact: set "
-        f"{prefix}model_type=unigram or {prefix}sampling_alpha=0",
-    )
 
 
 def check_model(cfg: Any, prefix: str = "model.") -> None:
@@ -176,14 +164,14 @@ def check_model(cfg: Any, prefix: str = "model.") -> None:
     check_values(cfg, prefix, dict.fromkeys(rates, RATE))
     kind = AttentionType(cfg.attention.type)
     normalizer = Normalizer(cfg.attention.normalizer)
-    _require(
+    require(
         kind != AttentionType.none or normalizer == Normalizer.softmax,
         f"{prefix}attention.normalizer={normalizer} has nothing to normalize with "
         f"{prefix}attention.type=none; drop the normalizer or choose an attention",
     )
     decoder, memory = cfg.decoder.hidden_size, 2 * cfg.encoder.hidden_size
     if kind == AttentionType.luong_dot:
-        _require(
+        require(
             decoder == memory,
             f"luong_dot attention compares decoder and encoder states, so "
             f"{prefix}decoder.hidden_size ({decoder}) must equal 2 * "
@@ -191,7 +179,7 @@ def check_model(cfg: Any, prefix: str = "model.") -> None:
         )
     if kind == AttentionType.multihead:
         dim, heads = cfg.attention.dim or decoder, cfg.attention.heads
-        _require(
+        require(
             dim % heads == 0,
             f"{prefix}attention.heads={heads} must divide the attention size {dim} "
             f"({prefix}attention.dim, by default {prefix}decoder.hidden_size)",
@@ -201,7 +189,7 @@ def check_model(cfg: Any, prefix: str = "model.") -> None:
 def check_optim(cfg: Any, prefix: str = "optim.") -> None:
     check_values(cfg, prefix, {"lr": POSITIVE, "weight_decay": NON_NEGATIVE})
     betas = list(cfg.betas)
-    _require(
+    require(
         len(betas) == 2 and all(0 <= b < 1 for b in betas),
         f"{prefix}betas={betas}: must be two values in [0, 1), e.g. [0.9,0.999]",
     )
@@ -221,19 +209,19 @@ def check_decode(cfg: Any, prefix: str = "decode.") -> None:
     rules = {"beam_size": BEAM, "n_best": AT_LEAST_1, "batch_tokens": AT_LEAST_1}
     rules["max_len_coverage"] = (lambda v: 0 < v <= 1, "must be in (0, 1]")
     check_values(cfg, prefix, rules | dict.fromkeys(lengths, NON_NEGATIVE))
-    _require(
+    require(
         cfg.n_best <= cfg.beam_size,
         f"{prefix}n_best={cfg.n_best} must not exceed {prefix}beam_size="
         f"{cfg.beam_size}: a beam keeps only that many hypotheses",
     )
-    _require(
+    require(
         cfg.max_len_a is None or cfg.max_len_a > 0 or cfg.max_len_b >= 1,
         f"{prefix}max_len_a=0 and {prefix}max_len_b=0 allow no output word",
     )
 
 
 def check_device(value: str, key: str) -> None:
-    _require(
+    require(
         bool(_DEVICE.match(str(value))),
         f"{key}={value!r}: not a device; use auto, cpu, cuda or cuda:N",
     )
@@ -252,210 +240,15 @@ def check_trainer(cfg: Any, prefix: str = "trainer.") -> None:
     rates["teacher_forcing.min_ratio"] = FRACTION
     check_values(cfg, prefix, rates)
     if cfg.resume_from is not None:
-        _require_file(
+        require_file(
             f"{prefix}resume_from",
             cfg.resume_from,
             "give a checkpoints/last.pt of an earlier run",
         )
 
 
-def _check_decoding_overrides(cfg: DictConfig) -> None:
-    """The checkpoint and decoding keys of evaluate, translate and align (None: the
-    checkpoint's); a missing checkpoint is named before torch is even imported."""
-    paths = checkpoint_paths(cfg.checkpoint)
-    _require(bool(paths), "checkpoint=[]: give at least one checkpoint")
-    for path in paths:
-        _require_file(
-            "checkpoint", path, "give a best.pt or last.pt written by seq2seq-train"
-        )
-    check_device(cfg.device, "device")
-    rules = {"beam_size": BEAM, "batch_tokens": AT_LEAST_1}
-    for key in ("length_penalty", "coverage_penalty"):
-        if key in cfg:
-            rules[key] = NON_NEGATIVE
-    check_values(cfg, "", rules)
-
-
-def _check_reverse_file(cfg: DictConfig) -> None:
-    """``reverse_checkpoint``, when set: a path or a list (an ensemble) of files;
-    and the ``two_way`` readout's settings."""
-    rules = {
-        "lexicon": FRACTION,
-        "lexicon_iterations": AT_LEAST_1,
-        "floor": FRACTION,
-        "add": (lambda v: 0 < v <= 1, "must be in (0, 1], or null for none"),
-    }
-    check_values(cfg.two_way, "two_way.", rules)
-    if cfg.reverse_checkpoint is None:
-        return
-    paths = checkpoint_paths(cfg.reverse_checkpoint)
-    _require(bool(paths), "reverse_checkpoint=[]: give at least one checkpoint")
-    for path in paths:
-        _require_file(
-            "reverse_checkpoint",
-            path,
-            "give a best.pt of a model trained the other way on the same corpus",
-        )
-
-
-def corpus_summary(data: Any) -> str:
-    """A training corpus in a few words: ``phrasebook en→fr (train 20000, validation
-    500, test 500, seed 1234)``, ``multi30k de→en (hub bentrevett/multi30k)``."""
-    name = Corpus(data.name)
-    where = ""
-    if name == Corpus.phrasebook:
-        pb = data.phrasebook
-        where = (
-            f"train {pb.train_size}, validation {pb.validation_size}, "
-            f"test {pb.test_size}, seed {pb.seed}"
-        )
-    elif data.hub_id is not None or data.local_dir is not None:
-        where = f"hub {data.hub_id}" if data.hub_id is not None else data.local_dir
-    text = f"{name} {data.src_lang}→{data.tgt_lang}"
-    return f"{text} ({where})" if where else text
-
-
-def _corpus_key(data: Any) -> tuple:
-    """What makes two training corpora the same pairs, whichever way they are read."""
-    name = Corpus(data.name)
-    phrasebook = None
-    if name == Corpus.phrasebook:
-        phrasebook = (*(_get(data, key) for key in SIZES), data.phrasebook.seed)
-    return name, data.hub_id, data.local_dir, phrasebook
-
-
-def check_reverse(
-    forward: Any, reverse: Any, forward_name: Any, reverse_name: Any
-) -> None:
-    """The checkpoint a symmetrized alignment reads the other way (``reverse``, its
-    training ``data``) was trained on ``forward``'s corpus with the languages
-    swapped: otherwise its links would not be over the same words, or it may have
-    trained on the pairs being aligned."""
-    pair = (reverse.tgt_lang, reverse.src_lang)
-    swapped = pair == (forward.src_lang, forward.tgt_lang)
-    _require(
-        swapped and _corpus_key(reverse) == _corpus_key(forward),
-        f"reverse_checkpoint={reverse_name} ({corpus_summary(reverse)}) is not "
-        f"checkpoint={forward_name} ({corpus_summary(forward)}) read the other way: "
-        "give a model trained on the same corpus with data.src_lang and "
-        "data.tgt_lang swapped",
-    )
-
-
-def checkpoint_paths(value: Any) -> list[str]:
-    """``checkpoint=PATH`` or ``checkpoint=[A,B]`` (an ensemble) as a list of paths."""
-    if isinstance(value, str | Path):
-        return [str(value)]
-    return [str(p) for p in value]
-
-
-# ----------------------------------------------------------------- per command
-def check_prepare(cfg: DictConfig) -> None:
-    check_data(cfg.data)
-    check_tokenizer(cfg.tokenizer)
-
-
-def check_train(cfg: DictConfig) -> None:
-    check_data(cfg.data)
-    check_tokenizer(cfg.tokenizer)
-    check_model(cfg.model)
-    check_optim(cfg.optim)
-    check_scheduler(cfg.scheduler)
-    check_decode(cfg.decode)
-    check_trainer(cfg.trainer)
-    check_sampling(cfg.tokenizer.sampling_alpha, cfg.tokenizer.model_type)
-    _require(
-        not (
-            cfg.trainer.guided_alignment > 0
-            and AttentionType(cfg.model.attention.type) == AttentionType.none
-        ),
-        "trainer.guided_alignment > 0 needs an attention to guide; "
-        "model/attention=none has none",
-    )
-
-
-def check_evaluate(cfg: DictConfig) -> None:
-    """The overrides alone; evaluate checks the corpus settings they make with the
-    checkpoint's (``check_data``) once the checkpoint is read."""
-    _check_decoding_overrides(cfg)
-    check_values(cfg.data, "data.", dict.fromkeys(SIZES, AT_LEAST_1))
-    _folder(cfg.data.local_dir, "data.local_dir")
-    _check_reverse_file(cfg)
-    _require(
-        cfg.reverse_checkpoint is None or cfg.alignment,
-        "reverse_checkpoint= combines the two directions' word alignments for AER: "
-        "add alignment=true",
-    )
-
-
-def check_translate(cfg: DictConfig) -> None:
-    _check_decoding_overrides(cfg)
-    check_values(cfg, "", {"max_input_pieces": AT_LEAST_1})
-    if cfg.input is not None:
-        _require_file("input", cfg.input, "leave input unset to read standard input")
-
-
-def check_align(cfg: DictConfig) -> None:
-    _check_decoding_overrides(cfg)
-    check_values(cfg, "", {"threshold": FRACTION})
-    for key in ("text", "reference"):
-        value = cfg[key]
-        _require(
-            value is None or bool(value.strip()),
-            f'{key}={_show(value)} is empty: give the sentence, {key}="..."',
-        )
-    _require(
-        cfg.text is not None or cfg.split is not None,
-        'give text="..." or split=NAME (optionally index=[...])',
-    )
-    _require(
-        cfg.text is None or cfg.split is None,
-        'give text="..." or split=NAME, not both',
-    )
-    _require(
-        cfg.reference is None or cfg.text is not None,
-        "reference= goes with text=; for a split use references=true",
-    )
-    _require(
-        cfg.index is None or cfg.split is not None,
-        "index= picks pairs of a split: give split=NAME too",
-    )
-    _require(
-        not (cfg.attribution and len(checkpoint_paths(cfg.checkpoint)) > 1),
-        "attribution=true explains one model: give one checkpoint, not an ensemble",
-    )
-    negative = [i for i in cfg.index or [] if i < 0]
-    _require(not negative, f"index={list(cfg.index or [])}: indices count from 0")
-    _check_reverse_file(cfg)
-    _require(
-        cfg.reverse_checkpoint is None
-        or (AlignFormat(cfg.format) == AlignFormat.pharaoh and cfg.words),
-        f"reverse_checkpoint= writes symmetrized word links (format={cfg.format}, "
-        f"words={str(cfg.words).lower()}): give format=pharaoh words=true",
-    )
-    _require(
-        cfg.reverse_checkpoint is None or cfg.threshold is None,
-        f"threshold={cfg.threshold} reads many links per word from one direction; "
-        "reverse_checkpoint= combines each direction's one link per word: drop one",
-    )
-    _require(
-        cfg.reverse_checkpoint is None or not cfg.attribution,
-        "attribution=true explains one model's attention; reverse_checkpoint= "
-        "writes links of two: drop one",
-    )
-
-
-CHECKS: dict[str, Callable[[DictConfig], None]] = {
-    "prepare": check_prepare,
-    "train": check_train,
-    "evaluate": check_evaluate,
-    "translate": check_translate,
-    "align": check_align,
-}
-
-
-def check_config(command: str, cfg: DictConfig) -> None:
-    """All checks of one command's composed config (``command`` as in ``CHECKS``)."""
+def check_composed(cfg: DictConfig) -> None:
+    """What every command's composed config must pass before its own rules: no key
+    left at ``???``, no key that no schema knows."""
     check_missing(cfg)
     check_known_keys(cfg)
-    CHECKS[command](cfg)

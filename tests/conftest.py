@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
 import pytest
+from omegaconf import DictConfig
+
+from seq2seq.config_checks import check_composed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def check_command(command: str, cfg: DictConfig) -> None:
+    """What the console script ``seq2seq-<command>`` checks before it runs: the
+    composed config, then the command's own rules (``check_<command>``)."""
+    module = importlib.import_module(f"seq2seq.cli.{command}")
+    check_composed(cfg)
+    getattr(module, f"check_{command}")(cfg)
 
 
 @pytest.fixture(scope="session")

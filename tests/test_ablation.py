@@ -9,8 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from seq2seq.config import CONFIG_DIR, register_configs
-from seq2seq.config_checks import check_config
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, check_command
 
 spec = importlib.util.spec_from_file_location(
     "ablation", REPO_ROOT / "scripts" / "ablation.py"
@@ -43,7 +42,7 @@ def test_every_row_composes_and_passes_the_checks(grid, experiment):
                     *ablation.budget(args),
                 ],
             )
-        check_config("train", cfg)
+        check_command("train", cfg)
         for override in overrides:  # each lever really changes its setting
             key, value = override.split("=")
             if not key.startswith("model/"):

@@ -9,7 +9,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from seq2seq.config import CONFIG_DIR, register_configs
-from seq2seq.config_checks import check_config
+from tests.conftest import check_command
 
 register_configs()
 
@@ -28,7 +28,7 @@ def test_primary_configs_compose(app):
     cfg = _compose(app, [])
     assert cfg.data.name == "phrasebook"
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
-    check_config(app, cfg)
+    check_command(app, cfg)
 
 
 @pytest.mark.parametrize("app", ["evaluate", "translate", "align"])
@@ -38,7 +38,7 @@ def test_checkpoint_apps_compose(app, tmp_path):
     overrides = [f"checkpoint={ckpt}"] + (["text=a b"] if app == "align" else [])
     cfg = _compose(app, overrides)
     assert cfg.checkpoint == str(ckpt)
-    check_config(app, cfg)
+    check_command(app, cfg)
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_every_group_option_composes(group, option):
         overrides += ["data.local_dir=/tmp", "data.src_lang=de", "data.tgt_lang=en"]
     cfg = _compose("train", overrides)
     OmegaConf.to_container(cfg, resolve=True)
-    check_config("train", cfg)
+    check_command("train", cfg)
     if group == "model/attention":
         assert cfg.model.attention.type == option
 
@@ -73,7 +73,7 @@ def test_every_group_option_composes(group, option):
 def test_every_experiment_composes(experiment):
     cfg = _compose("train", [f"experiment={experiment}"])
     OmegaConf.to_container(cfg, resolve=True)
-    check_config("train", cfg)
+    check_command("train", cfg)
 
 
 def test_experiment_sets_language_pair():

@@ -1,5 +1,6 @@
-"""The value checks of config_checks.py, in-process: each rule refuses a bad value
-with a message naming the key, and the defaults of every command pass."""
+"""The value checks of the schemas (config_checks.py) and of each command, in-process:
+each rule refuses a bad value with a message naming the key, and the defaults of
+every command pass."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from seq2seq.cli.checks import check_reverse
 from seq2seq.config import CONFIG_DIR, DataConfig, ModelConfig, register_configs
-from seq2seq.config_checks import check_config, check_reverse
 from seq2seq.decoding.translator import decode_settings
 from seq2seq.errors import ConfigValueError, UserError
 from seq2seq.model.seq2seq import build_model
+from tests.conftest import check_command
 
 register_configs()
 
@@ -19,7 +21,7 @@ register_configs()
 def _checked(command: str, *overrides: str) -> None:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(config_name=command, overrides=list(overrides))
-    check_config(command, cfg)
+    check_command(command, cfg)
 
 
 @pytest.mark.parametrize(

@@ -138,7 +138,7 @@ def test_guided_training_pulls_the_attention_to_the_gold(tmp_path):
 
 
 def test_guided_alignment_needs_an_attention(tmp_path):
-    with pytest.raises(ValueError, match="needs an attention to guide"):
+    with pytest.raises(ValueError, match="needs a model that attends"):
         _trainer(tmp_path, "none", "model/attention=none", "trainer.guided_alignment=1")
 
 

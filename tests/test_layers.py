@@ -3,7 +3,8 @@
 ``config`` ← ``data`` ← ``model`` ← ``decoding`` ← ``alignment`` ← ``training`` ←
 ``cli``: a module imports only from its own layer and the layers before it, and no
 module imports a command (``seq2seq.cli.<command>``; the commands share
-``seq2seq.cli.app``). Every import counts, also those inside functions.
+``seq2seq.cli.app`` and ``seq2seq.cli.checks``). Every import counts, also those
+inside functions.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ LAYERS = ("config", "data", "model", "decoding", "alignment", "training", "cli")
 # and the value checks of the schemas; and the built-in phrasebook corpus, which
 # imports nothing of the pipeline that reads it.
 CONFIG_LAYER = ("errors", "config_checks", "phrasebook")
+# What the commands share: the entry and error boundary, the decoding commands' rules.
+CLI_SHARED = ("app", "checks")
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -64,9 +67,9 @@ def imported_modules(path: Path, name: str) -> list[tuple[int, list[str]]]:
 
 def command_of(module: str) -> str | None:
     """``seq2seq.cli.<command>`` for a module inside a command, else None (the shared
-    ``seq2seq.cli.app`` is no command)."""
+    ``CLI_SHARED`` modules are no command)."""
     parts = module.split(".")
-    if parts[:2] != ["seq2seq", "cli"] or len(parts) < 3 or parts[2] == "app":
+    if parts[:2] != ["seq2seq", "cli"] or len(parts) < 3 or parts[2] in CLI_SHARED:
         return None
     return ".".join(parts[:3])
 

@@ -62,5 +62,5 @@ def test_dropout_passes_differ_and_the_kl_term_moves_the_weights(tmp_path):
 
 def test_negative_weight_is_refused(tmp_path):
     cfg = tiny_train_config(tmp_path / "cache", "trainer.rdrop=-1")
-    with pytest.raises(ValueError, match=r"trainer\.rdrop must be >= 0"):
+    with pytest.raises(ValueError, match=r"trainer\.rdrop=-1\.0: must be >= 0"):
         build_trainer(cfg, tmp_path / "run")

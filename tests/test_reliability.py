@@ -324,6 +324,21 @@ REFUSALS: dict[str, tuple[Setup, str, tuple[str, ...]]] = {
         "seq2seq-train",
         ("trainer.resume_from=gone/last.pt: no such file",),
     ),
+    "resume with another model size": (
+        lambda fx: Call(
+            "seq2seq-train",
+            [
+                *TRAIN,
+                f"data.cache_dir={fx.tmp / 'cache'}",
+                "trainer.resume=true",
+                "trainer.max_steps=11",
+                "model.decoder.hidden_size=32",
+                f"hydra.run.dir={_copy_run(fx, 'other_size')}",
+            ],
+        ),
+        "seq2seq-train",
+        ("model.decoder.hidden_size=64 there, 32 here", "trainer.resume=false"),
+    ),
     "empty checkpoint": (
         lambda fx: Call(
             "seq2seq-translate", [f"checkpoint={fx.file('empty.pt', b'')}"], stdin="hi"

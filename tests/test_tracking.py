@@ -81,7 +81,7 @@ def test_progress_bar(capsys):
     with progress_bar(3, enabled=True, desc="train") as bar:
         bar.update()
         bar.set_postfix(loss=3.14159, lr=1e-3, tok_s=12345.0, epoch=1)
-        assert bar.bar.postfix == "loss=3.142, lr=1.0e-03, tok/s=12.3k, epoch=1"
+        assert bar.postfix == "loss=3.142, lr=1.0e-03, tok/s=12.3k, epoch=1"
         bar.update(2)
     assert "train" in capsys.readouterr().err
     off = progress_bar(3, enabled=False)
@@ -94,4 +94,33 @@ def test_progress_bar(capsys):
 def test_progress_bar_keeps_preformatted_strings():
     with progress_bar(2, desc="x") as bar:
         bar.set_postfix(loss="3.000", lr=2e-4, tok_s=950)
-        assert bar.bar.postfix == "loss=3.000, lr=2.0e-04, tok/s=950"
+        assert bar.postfix == "loss=3.000, lr=2.0e-04, tok/s=950"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_off_a_terminal_writes_plain_lines():
+    """``nohup ... > log``: a line per logging step and one at the end, no ``\\r``
+    redraws; a terminal gets tqdm's bar."""
+    log = io.StringIO()
+    with progress_bar(100, desc="epoch 1", stream=log) as bar:
+        for step in range(1, 101):
+            bar.update()
+            if step % 50 == 0:
+                bar.set_postfix(loss=2.5, lr=1e-3, tok_s=1500.0)
+    assert "\r" not in log.getvalue()
+    assert log.getvalue().splitlines() == [
+        "epoch 1: 50/100 steps | loss=2.500, lr=1.0e-03, tok/s=1.5k",
+        "epoch 1: 100/100 steps | loss=2.500, lr=1.0e-03, tok/s=1.5k",
+    ]
+    terminal = _Terminal()
+    with progress_bar(3, desc="epoch 1", stream=terminal) as bar:
+        bar.update(3)
+    assert bar.bar is None and "\r" in terminal.getvalue()
+    quiet = io.StringIO()
+    with progress_bar(7, desc="epoch 2", stream=quiet) as bar:
+        bar.update(7)
+    assert quiet.getvalue() == "epoch 2: 7/7 steps\n"

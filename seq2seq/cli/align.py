@@ -8,7 +8,7 @@ source states; they are not a causal explanation of its output.
 With ``reverse_checkpoint=B.pt`` (a model trained the other way on the same corpus)
 and ``format=pharaoh words=true`` it writes the two directions' word links combined
 by ``symmetrize`` (``alignment/symmetrize.py``); other formats show one model's
-attention, so config_checks refuses them with a reverse checkpoint.
+attention, so ``check_align`` refuses them with a reverse checkpoint.
 """
 
 from __future__ import annotations
@@ -19,9 +19,73 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from seq2seq.cli.app import command, load_reverse, load_translator, run_dir
+from seq2seq.cli.checks import (
+    check_decoding_overrides,
+    check_reverse_file,
+    checkpoint_paths,
+)
+from seq2seq.config import AlignFormat
+from seq2seq.config_checks import FRACTION, check_values, require, show
 from seq2seq.errors import InputError
 
 log = logging.getLogger(__name__)
+
+
+def check_align(cfg: DictConfig) -> None:
+    """Which sentences (``text=`` or ``split=``, not both), and outputs that a
+    reverse checkpoint can write."""
+    check_decoding_overrides(cfg)
+    check_values(cfg, "", {"threshold": FRACTION})
+    for key in ("text", "reference"):
+        value = cfg[key]
+        require(
+            value is None or bool(value.strip()),
+            f'{key}={show(value)} is empty: give the sentence, {key}="..."',
+        )
+    require(
+        cfg.text is not None or cfg.split is not None,
+        'give text="..." or split=NAME (optionally index=[...])',
+    )
+    require(
+        cfg.text is None or cfg.split is None, 'give text="..." or split=NAME, not both'
+    )
+    require(
+        cfg.reference is None or cfg.text is not None,
+        "reference= goes with text=; for a split use references=true",
+    )
+    require(
+        cfg.index is None or cfg.split is not None,
+        "index= picks pairs of a split: give split=NAME too",
+    )
+    require(
+        not (cfg.attribution and len(checkpoint_paths(cfg.checkpoint)) > 1),
+        "attribution=true explains one model: give one checkpoint, not an ensemble",
+    )
+    negative = [i for i in cfg.index or [] if i < 0]
+    require(not negative, f"index={list(cfg.index or [])}: indices count from 0")
+    check_reverse_file(cfg)
+    _check_two_way_output(cfg)
+
+
+def _check_two_way_output(cfg: DictConfig) -> None:
+    """A reverse checkpoint writes symmetrized word links, nothing else."""
+    if cfg.reverse_checkpoint is None:
+        return
+    require(
+        AlignFormat(cfg.format) == AlignFormat.pharaoh and cfg.words,
+        f"reverse_checkpoint= writes symmetrized word links (format={cfg.format}, "
+        f"words={str(cfg.words).lower()}): give format=pharaoh words=true",
+    )
+    require(
+        cfg.threshold is None,
+        f"threshold={cfg.threshold} reads many links per word from one direction; "
+        "reverse_checkpoint= combines each direction's one link per word: drop one",
+    )
+    require(
+        not cfg.attribution,
+        "attribution=true explains one model's attention; reverse_checkpoint= "
+        "writes links of two: drop one",
+    )
 
 
 def _sentences(cfg: DictConfig, translator):
@@ -31,8 +95,6 @@ def _sentences(cfg: DictConfig, translator):
     if cfg.text is not None:
         refs = [cfg.reference] if cfg.reference is not None else None
         return translator.encode([cfg.text], refs), ["text"]
-    if cfg.split is None:
-        raise InputError('give text="..." or split=NAME (optionally index=[...])')
     full = encode_corpus_split(translator.config.data, translator.tokenizer, cfg.split)
     n = len(full)
     indices = list(range(n)) if cfg.index is None else list(cfg.index)
@@ -122,11 +184,10 @@ def run_align(cfg: DictConfig, out_dir: Path) -> Path | None:
     from seq2seq.alignment.render import alignment_terminal
     from seq2seq.alignment.viewer import alignment_html
     from seq2seq.alignment.words import merged
-    from seq2seq.config import AlignFormat
 
     translator = load_translator(cfg)
     reverse = load_reverse(cfg, translator)
-    if reverse is not None:  # config_checks: format=pharaoh words=true
+    if reverse is not None:  # check_align: format=pharaoh words=true
         lines = symmetrized_lines(cfg, translator, reverse)
         return emit(cfg, out_dir, "alignments.txt", "".join(x + "\n" for x in lines))
     items = collect(cfg, translator)
@@ -168,4 +229,4 @@ def _align(cfg: DictConfig) -> None:
     run_align(cfg, run_dir())
 
 
-main = command("align", _align)
+main = command("align", _align, check_align)

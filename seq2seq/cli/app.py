@@ -36,8 +36,9 @@ from hydra.errors import (
 from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
+from seq2seq.cli.checks import check_reverse
 from seq2seq.config import CONFIG_DIR, register_configs
-from seq2seq.config_checks import check_config, check_reverse, did_you_mean
+from seq2seq.config_checks import check_composed, did_you_mean
 from seq2seq.errors import UserError
 
 if TYPE_CHECKING:
@@ -50,10 +51,14 @@ FULL_ERROR = "HYDRA_FULL_ERROR"  # Hydra's own switch, so one switch serves both
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES}
 
 
-def command(config_name: str, body: Callable[[DictConfig], object]) -> Callable:
+def command(
+    config_name: str,
+    body: Callable[[DictConfig], object],
+    check: Callable[[DictConfig], None],
+) -> Callable:
     """The console script of a command: Hydra composes ``config_name``.yaml (with the
-    command line's overrides), ``config_checks`` checks its values, and ``body`` runs
-    on it, all inside ``user_errors``."""
+    command line's overrides), ``check_composed`` and the command's own ``check``
+    check its values, and ``body`` runs on it, all inside ``user_errors``."""
 
     prog = f"seq2seq-{config_name}"
     traceback = False  # the user's HYDRA_FULL_ERROR, read before _hydra_raises
@@ -62,7 +67,8 @@ def command(config_name: str, body: Callable[[DictConfig], object]) -> Callable:
     def task(cfg: DictConfig) -> object:
         # Inside the job too: Hydra would report the error as a failed job first.
         with user_errors(prog, traceback):
-            check_config(config_name, cfg)
+            check_composed(cfg)
+            check(cfg)
             return body(cfg)
 
     app = hydra.main(
@@ -197,7 +203,7 @@ def load_translator(cfg: DictConfig) -> Translator:
 def load_reverse(cfg: DictConfig, forward: Translator) -> Translator | None:
     """``cfg.reverse_checkpoint``'s ``Translator`` (the same device, precision and
     batch budget as the forward one), checked to be the same corpus the other way
-    (``config_checks.check_reverse``); None when the command was given none."""
+    (``cli.checks.check_reverse``); None when the command was given none."""
     from seq2seq.decoding.translator import Translator
 
     if cfg.reverse_checkpoint is None:

@@ -17,7 +17,29 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.cli.app import command, load_reverse, load_translator, run_dir
-from seq2seq.config_checks import check_data
+from seq2seq.cli.checks import check_decoding_overrides, check_reverse_file
+from seq2seq.config_checks import (
+    AT_LEAST_1,
+    SIZES,
+    check_data,
+    check_folder,
+    check_values,
+    require,
+)
+
+
+def check_evaluate(cfg: DictConfig) -> None:
+    """The overrides alone; the corpus settings they make with the checkpoint's are
+    checked (``check_data``) once the checkpoint is read (``corpus_settings``)."""
+    check_decoding_overrides(cfg)
+    check_values(cfg.data, "data.", dict.fromkeys(SIZES, AT_LEAST_1))
+    check_folder(cfg.data.local_dir, "data.local_dir")
+    check_reverse_file(cfg)
+    require(
+        cfg.reverse_checkpoint is None or cfg.alignment,
+        "reverse_checkpoint= combines the two directions' word alignments for AER: "
+        "add alignment=true",
+    )
 
 
 def _set_fields(overrides: DictConfig) -> dict[str, Any]:
@@ -86,4 +108,4 @@ def _evaluate(cfg: DictConfig) -> None:
     evaluate_checkpoint(cfg, run_dir())
 
 
-main = command("evaluate", _evaluate)
+main = command("evaluate", _evaluate, check_evaluate)

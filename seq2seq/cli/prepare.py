@@ -7,6 +7,13 @@ import time
 from omegaconf import DictConfig
 
 from seq2seq.cli.app import command
+from seq2seq.config_checks import check_data, check_tokenizer
+
+
+def check_prepare(cfg: DictConfig) -> None:
+    """The corpus and tokenizer settings, all that preparing reads."""
+    check_data(cfg.data)
+    check_tokenizer(cfg.tokenizer)
 
 
 def _prepare(cfg: DictConfig) -> None:
@@ -20,4 +27,4 @@ def _prepare(cfg: DictConfig) -> None:
     print(f"{how} in {seconds:.2f} s: {data.cache_dir}")
 
 
-main = command("prepare", _prepare)
+main = command("prepare", _prepare, check_prepare)

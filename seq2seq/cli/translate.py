@@ -18,11 +18,20 @@ from typing import TextIO
 from omegaconf import DictConfig
 
 from seq2seq.cli.app import command, load_translator
+from seq2seq.cli.checks import check_decoding_overrides
+from seq2seq.config_checks import AT_LEAST_1, check_values, require_file
 from seq2seq.errors import InputError
 
 log = logging.getLogger(__name__)
 
 UTF8_FIX = "convert it to UTF-8 first (e.g. iconv -f latin1 -t utf-8)"
+
+
+def check_translate(cfg: DictConfig) -> None:
+    check_decoding_overrides(cfg)
+    check_values(cfg, "", {"max_input_pieces": AT_LEAST_1})
+    if cfg.input is not None:
+        require_file("input", cfg.input, "leave input unset to read standard input")
 
 
 def decode_line(raw: bytes, where: str, number: int) -> str:
@@ -112,4 +121,4 @@ def translate_file(cfg: DictConfig) -> list[str]:
     return out
 
 
-main = command("translate", translate_file)
+main = command("translate", translate_file, check_translate)

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
-from seq2seq.config_checks import check_sampling
+from seq2seq.config import PieceModel
 from seq2seq.data.batching import TokenBucketSampler, batch_loader
 from seq2seq.data.lattice import UnigramSampler
 from seq2seq.data.splits import EncodedSplit
@@ -55,13 +55,19 @@ SIDES = ("src", "tgt")
 @dataclass(frozen=True)
 class SubwordSampling:
     """Subword sampling settings, checked against the tokenizer's model type
-    (``config_checks.check_sampling``, which ``seq2seq-train`` runs at the start)."""
+    (``seq2seq-train`` refuses the same settings by their keys at the start)."""
 
     alpha: float
     model_type: str = "unigram"
 
     def __post_init__(self) -> None:
-        check_sampling(self.alpha, self.model_type)
+        if self.alpha < 0:
+            raise ValueError(f"a sampling alpha of {self.alpha}: must be >= 0")
+        if PieceModel(self.model_type) != PieceModel.unigram:
+            raise ValueError(
+                f"a {self.model_type} model cannot be sampled reproducibly: subword "
+                "sampling draws unigram segmentations only"
+            )
         if self.alpha == 0:
             raise ConfigValueError(
                 "tokenizer.sampling_alpha=0 turns sampling off: use subword_sampling, "

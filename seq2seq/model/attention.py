@@ -171,10 +171,8 @@ class LuongDotAttention(Attention):
         super().__init__(query_size, memory_size)
         if query_size != memory_size:
             raise ValueError(
-                "luong_dot attention needs the decoder state and the encoder memory to "
-                f"have the same size: decoder.hidden_size={query_size} but "
-                f"2 * encoder.hidden_size={memory_size}; change one of them or use "
-                "luong_general"
+                f"a dot score needs queries and keys of one size, not {query_size} "
+                f"and {memory_size}"
             )
 
     def score(self, query: Tensor, keys: Keys) -> Tensor:
@@ -211,10 +209,7 @@ class MultiHeadAttention(Attention):
         super().__init__(query_size, memory_size)
         dim = dim or query_size
         if heads < 1 or dim % heads:
-            raise ValueError(
-                f"multihead attention needs attention.heads={heads} >= 1 dividing "
-                f"attention.dim={dim} (attention.dim defaults to decoder.hidden_size)"
-            )
+            raise ValueError(f"{heads} heads cannot split {dim} features evenly")
         self.heads = heads
         self.context_size = dim
         self.query_proj = nn.Linear(query_size, dim, bias=False)

@@ -18,7 +18,7 @@ from seq2seq.config import (
     Normalizer,
 )
 from seq2seq.config_checks import check_model
-from seq2seq.model.attention import build_attention
+from seq2seq.model.attention import NoAttention, build_attention
 from seq2seq.model.decoder import DECODERS, Decoder, DecoderState
 from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
 
@@ -77,6 +77,20 @@ class Seq2Seq(nn.Module):
         positions, ``Batch.tgt_rows``): logits ``(N, V)`` for those positions only."""
         state = self.init_state(self.encode(src, src_lengths, src_mask))
         return ModelOutput(*self.decoder(tgt_in, state, sampling_ratio, rows))
+
+    @property
+    def attends(self) -> bool:
+        """Whether the decoder reads the source through an attention (not ``none``)."""
+        return not isinstance(self.decoder.attention, NoAttention)
+
+    def compile_step_loop(self) -> bool:
+        """Have torch.compile compile the body of the decoder's teacher-forcing step
+        loop at its first call (once for all batch shapes); False when this decoder
+        has no step loop."""
+        if not self.decoder.has_step_loop:
+            return False
+        self.decoder.compile_loop = True
+        return True
 
 
 def validate_model_config(cfg: ModelConfig) -> DecoderStyle:

@@ -1,5 +1,9 @@
 """Experiment tracking: a TensorBoard writer and a progress bar, both switchable off.
 
+The bar is tqdm's on a terminal; written to a file (``nohup seq2seq-train ... >
+log 2>&1``) its carriage-return redraws would fill the log, so there it writes one
+plain line at each logging step and one at the end of the epoch (as fairseq does).
+
 Only rank 0 logs: other ranks build ``Tracker(log_dir, enabled=False)`` and
 ``progress_bar(total, enabled=False)``, whose methods do nothing, so the training loop
 never branches on the rank. Tags are namespaced (``train/loss``, ``valid/bleu``,
@@ -9,10 +13,12 @@ never branches on the rank. Tags are namespaced (``train/loss``, ``valid/bleu``,
 from __future__ import annotations
 
 import logging
+import math
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 from tqdm.auto import tqdm
@@ -119,17 +125,33 @@ def _hparam_value(value: Any) -> bool | int | float | str:
 
 
 class ProgressBar:
-    """A tqdm bar with a compact ``set_postfix``; a no-op when disabled."""
+    """A tqdm bar with a compact ``set_postfix`` on a terminal, plain lines on any
+    other ``stream`` (standard error by default), and a no-op when disabled."""
 
-    def __init__(self, total: int | None, enabled: bool = True, desc: str = "") -> None:
+    def __init__(
+        self,
+        total: int | None,
+        enabled: bool = True,
+        desc: str = "",
+        stream: TextIO | None = None,
+    ) -> None:
         self.enabled = enabled
-        self.bar = (
-            tqdm(total=total, desc=desc, dynamic_ncols=True, unit="step")
-            if enabled
-            else None
-        )
+        self.total, self.desc, self.n, self.postfix = total, desc, 0, ""
+        self._written = -1  # the count of the last plain line
+        self.stream = stream or sys.stderr
+        self.plain = enabled and not _is_terminal(self.stream)
+        self.bar = None
+        if enabled and not self.plain:
+            self.bar = tqdm(
+                total=total,
+                desc=desc,
+                dynamic_ncols=True,
+                unit="step",
+                file=self.stream,
+            )
 
     def update(self, n: int = 1) -> None:
+        self.n += n
         if self.bar is not None:
             self.bar.update(n)
 
@@ -140,11 +162,12 @@ class ProgressBar:
         tok_s: float | None = None,
         **extra: Any,
     ) -> None:
-        """Show ``loss=3.142, lr=1.0e-03, tok/s=12.3k`` (plus any ``extra`` items).
+        """Show ``loss=3.142, lr=1.0e-03, tok/s=12.3k`` (plus any ``extra`` items);
+        off a terminal, as a line of its own.
 
         Numbers are formatted here; strings are shown as given.
         """
-        if self.bar is None:
+        if not self.enabled:
             return
         items: dict[str, str] = {}
         for name, value, fmt in (
@@ -155,18 +178,40 @@ class ProgressBar:
             if value is not None:
                 items[name] = value if isinstance(value, str) else fmt(float(value))
         items.update({k: str(v) for k, v in extra.items()})
-        self.bar.set_postfix(items, refresh=False)
+        self.postfix = ", ".join(f"{k}={v}" for k, v in items.items())
+        if self.bar is not None:
+            self.bar.set_postfix(items, refresh=False)
+        elif self.plain:
+            self._line()
+
+    def _line(self) -> None:
+        """``epoch 1: 120/400 steps | loss=3.142, ...`` and a newline, no ``\r``."""
+        of = f"/{self.total}" if self.total is not None else ""
+        text = f"{self.desc}: {self.n}{of} steps"
+        self.stream.write(f"{text} | {self.postfix}\n" if self.postfix else text + "\n")
+        self.stream.flush()
+        self._written = self.n
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+        if self.plain and self._written != self.n:  # the epoch's end, if not shown
+            self._line()
+        self.plain = False
 
     def __enter__(self) -> ProgressBar:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 def _human(value: float) -> str:
@@ -177,10 +222,36 @@ def _human(value: float) -> str:
 
 
 def progress_bar(
-    total: int | None, enabled: bool = True, desc: str = ""
+    total: int | None,
+    enabled: bool = True,
+    desc: str = "",
+    stream: TextIO | None = None,
 ) -> ProgressBar:
     """A progress bar for ``total`` steps (``None``: unknown), or a silent stand-in."""
-    return ProgressBar(total, enabled=enabled, desc=desc)
+    return ProgressBar(total, enabled=enabled, desc=desc, stream=stream)
+
+
+def log_train_window(
+    tracker: Tracker, bar: ProgressBar, window: dict, lr: float, step: int
+) -> None:
+    """A logging step's scalars (``ThroughputMeter.flush``'s ``window``) to
+    TensorBoard and the bar."""
+    loss = window["loss"]
+    extra = ("alignment_loss", "rdrop_kl")
+    tracker.scalars(
+        {
+            "train/loss": loss,
+            "train/ppl": math.exp(min(loss, 50.0)),
+            "train/lr": lr,
+            "train/grad_norm": window["grad_norm"],
+            "train/tokens_per_sec": window["tokens_per_sec"],
+            **{f"train/{name}": window[name] for name in extra if name in window},
+        },
+        step,
+    )
+    bar.set_postfix(
+        loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{window['tokens_per_sec']:.0f}"
+    )
 
 
 class ThroughputMeter:
