@@ -94,10 +94,10 @@ def corpus_source(cfg: DataConfig) -> Source:
         return HubSource(hub_id, cfg.hub_config, names, cfg.src_lang, cfg.tgt_lang)
     if name == Corpus.hub:
         if not cfg.hub_id:
-            raise CorpusError("data.name=hub needs data.hub_id (e.g. wmt14)")
+            raise CorpusError("a hub corpus needs the dataset's id (e.g. wmt14)")
         return HubSource(cfg.hub_id, cfg.hub_config, names, cfg.src_lang, cfg.tgt_lang)
     if cfg.local_dir is None:
-        raise CorpusError(f"data.name={name} needs data.local_dir (a folder)")
+        raise CorpusError(f"a {name} corpus needs a folder of corpus files")
     return FolderSource(Path(cfg.local_dir), names, cfg.src_lang, cfg.tgt_lang)
 
 
@@ -279,8 +279,8 @@ class PhrasebookSource:
         pair = (cfg.src_lang, cfg.tgt_lang)
         if pair not in (("en", "fr"), ("fr", "en")):
             raise CorpusError(
-                f"the phrasebook is English–French: data.src_lang={pair[0]} "
-                f"data.tgt_lang={pair[1]} is neither en→fr nor fr→en"
+                f"the phrasebook is English–French: {pair[0]}→{pair[1]} is neither "
+                "en→fr nor fr→en"
             )
         self.pair = pair
         self.settings = cfg.phrasebook

@@ -45,7 +45,6 @@ from seq2seq.data.batching import TokenBucketSampler, batch_loader
 from seq2seq.data.lattice import UnigramSampler
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.errors import ConfigValueError
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +68,8 @@ class SubwordSampling:
                 "sampling draws unigram segmentations only"
             )
         if self.alpha == 0:
-            raise ConfigValueError(
-                "tokenizer.sampling_alpha=0 turns sampling off: use subword_sampling, "
-                "which gives None for it"
+            raise ValueError(
+                "alpha 0 means no sampling: subword_sampling gives None for it"
             )
 
 
