@@ -203,7 +203,7 @@ def _lines(path: Path) -> Iterator[str]:
     a broken gzip stream raise ``CorpusError`` naming the file and line."""
     try:
         opener = gzip.open if path.suffix == ".gz" else open
-        raw = opener(path, "rb")  # noqa: SIM115 (closed by the with below)
+        raw = opener(path, "rb")
     except OSError as err:
         raise CorpusError(f"{path}: cannot be opened ({err})") from err
     with raw:
