@@ -17,9 +17,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -28,6 +27,12 @@ from seq2seq.data.batching import make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.data.tokenizer import PAD_ID, Tokenizer
 from seq2seq.decoding.ensemble import Ensemble
+from seq2seq.decoding.maps import (
+    AttentionMap,
+    ForcedAttention,
+    forced_split,
+    piece_maps,
+)
 from seq2seq.decoding.search import (
     Hypothesis,
     decode_settings,
@@ -57,15 +62,6 @@ def _load(
 
 
 DEFAULT_BATCH_TOKENS = DecodeConfig.batch_tokens
-
-
-class ForcedAttention(NamedTuple):
-    """The attention of one teacher-forced pair: weights ``(T + 1, S + 1)`` (target
-    pieces plus the EOS step, source pieces plus the source EOS), heads ``(heads, T +
-    1, S + 1)`` for multi-head attention, else None."""
-
-    weights: np.ndarray
-    heads: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -161,6 +157,17 @@ class Translator:
             ]
         return out
 
+    def attention(
+        self, texts: Sequence[str], references: Sequence[str] | None = None
+    ) -> list[AttentionMap]:
+        """One ``AttentionMap`` per text: where the model looked while writing its
+        own translation (search, then forced through it), or, given ``references``,
+        while reading them (forced); piece tokens, ``</s>`` last on both sides."""
+        split = self.encode(texts, references)
+        if references is None:
+            split = forced_split(split, [h.tokens for h in self.hypotheses(split)])
+        return self.attention_maps(split)
+
     @property
     def beam_size(self) -> int:
         return int(self.decode.beam_size)
@@ -235,3 +242,14 @@ class Translator:
                     None if heads is None else heads[row, :, :t, :s].numpy(),
                 )
         return out  # type: ignore[return-value]
+
+    def attention_maps(
+        self,
+        split: EncodedSplit,
+        titles: Sequence[str] | None = None,
+        with_gold: bool = False,
+    ) -> list[AttentionMap]:
+        """``forced_attention`` of ``split`` as ``AttentionMap``s with their piece
+        tokens; ``with_gold`` attaches the split's gold links."""
+        forced = self.forced_attention(split)
+        return piece_maps(self.tokenizer, split, forced, titles, with_gold)
