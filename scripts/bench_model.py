@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 import torch
 from torch.nn import functional as F
 
-from seq2seq.config import ModelConfig
+from seq2seq.config import DecodeConfig, ModelConfig
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.decoding.search import beam_search, greedy_search
 from seq2seq.model.attention import ATTENTIONS
@@ -132,7 +132,10 @@ def run_variant(spec: tuple) -> dict:
     with amp:
         greedy_s = timed(lambda: greedy_search(model, *args), dec_iters, 1, device)
         beam_s = timed(
-            lambda: beam_search(model, *args, beam_size=5), dec_iters, 1, device
+            lambda: beam_search(model, *args, DecodeConfig(beam_size=5)),
+            dec_iters,
+            1,
+            device,
         )
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated() / 2**20

@@ -11,7 +11,7 @@ directly; only the builders and the entry points do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -379,16 +379,37 @@ class TwoWayReadout:
 
 
 @dataclass
-class EvaluateConfig:
-    # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
-    checkpoint: Any = MISSING
-    split: Split = Split.test
-    beam_size: int | None = None  # None: the checkpoint's decode settings
-    length_penalty: float | None = None
+class DecodeOptions:
+    """How a trained model decodes for ``seq2seq-evaluate``, ``-translate``, ``-align``
+    and ``Translator.from_checkpoint``: the one declaration of the settings they share
+    (the commands' schemas inherit it, so the keys stay top-level: ``beam_size=5``).
+    A decoding field None keeps the checkpoint's ``decode`` value."""
+
+    beam_size: int | None = None  # decode.beam_size
+    length_penalty: float | None = None  # decode.length_penalty
     stop: Stop | None = None  # beam search's stop rule (decode.stop)
     coverage_penalty: float | None = None  # decode.coverage_penalty
     batch_tokens: int | None = None  # None: the checkpoint's decode.batch_tokens
     vocab_precision: VocabPrecision | None = None  # decode.vocab_precision
+    device: str = "auto"
+    precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
+
+    def decode_overrides(self) -> dict[str, Any]:
+        """The fields that are ``DecodeConfig``'s too, by name (None included)."""
+        decode = {f.name for f in fields(DecodeConfig)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in decode}
+
+    @classmethod
+    def of(cls, cfg: Any) -> DecodeOptions:
+        """The options of a command's config (any node with these keys)."""
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
+
+
+@dataclass
+class EvaluateConfig(DecodeOptions):
+    # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
+    checkpoint: Any = MISSING
+    split: Split = Split.test
     lowercase: bool = False  # also report lowercased BLEU (sacreBLEU -lc, 13a)
     # also report BLEU on the literature's scale (multi-bleu.perl on lowercased,
     # normalized, Moses-tokenized text; decoding/scores.py)
@@ -400,31 +421,21 @@ class EvaluateConfig:
     reverse_checkpoint: Any = None
     # with reverse_checkpoint: lexicon, floor and add of the two-way readout
     two_way: TwoWayReadout = field(default_factory=TwoWayReadout)
-    device: str = "auto"
-    precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
     # the checkpoint's corpus settings with these on top (another corpus or folder)
     data: DataOverrides = field(default_factory=DataOverrides)
 
 
 @dataclass
-class TranslateConfig:
+class TranslateConfig(DecodeOptions):
     # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
     checkpoint: Any = MISSING
     input: str | None = None  # a file; stdin when unset
     output: str | None = None  # a file; stdout when unset
-    beam_size: int | None = None
-    length_penalty: float | None = None
-    stop: Stop | None = None  # beam search's stop rule (decode.stop)
-    coverage_penalty: float | None = None  # decode.coverage_penalty
     max_input_pieces: int = 250  # longer lines are truncated, with a warning
-    batch_tokens: int | None = None  # None: the checkpoint's decode.batch_tokens
-    vocab_precision: VocabPrecision | None = None  # decode.vocab_precision
-    device: str = "auto"
-    precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
 
 
 @dataclass
-class AlignConfig:
+class AlignConfig(DecodeOptions):
     # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
     checkpoint: Any = MISSING
     text: str | None = None
@@ -447,11 +458,7 @@ class AlignConfig:
     two_way: TwoWayReadout = field(default_factory=TwoWayReadout)
     attribution: bool = False  # add gradient × input and its Spearman correlation
     output: str | None = None  # file or folder; default under the run directory
-    beam_size: int | None = None
-    batch_tokens: int | None = None  # None: the checkpoint's decode.batch_tokens
-    vocab_precision: VocabPrecision | None = None  # decode.vocab_precision
-    device: str = "cpu"
-    precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
+    device: str = "cpu"  # DecodeOptions' field, another default: one sentence runs fast
 
 
 SCHEMAS: dict[str, type] = {

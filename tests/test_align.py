@@ -65,6 +65,17 @@ def test_forced_attention_cuts_padding_and_keeps_eos():
     assert all(m.heads is None for m in mats)
 
 
+def test_attention_maps_carry_the_pieces_and_gold():
+    maps = _translator().attention_maps(_split(["0-0", "1-1"]), ["a", "b"], True)
+    assert [m.src_tokens for m in maps] == [
+        ["▁4", "▁5", "▁6", "</s>"],
+        ["▁7", "▁8", "</s>"],
+    ]
+    assert maps[1].tgt_tokens == ["▁12", "▁13", "▁14", "</s>"]
+    assert [m.gold for m in maps] == ["0-0", "1-1"] and maps[0].title == "a"
+    assert isinstance(maps[0], AttentionMap) and maps[0].weights.shape == (4, 4)
+
+
 def test_aer_of_a_diagonal_attention_by_hand():
     # Sentence 2: targets 0, 1 read source words 0, 1; target 2 reads the source EOS
     # column, which is never a word: argmax over words falls back to word 0.
@@ -307,6 +318,27 @@ def _test_references(tmp: Path, ckpt: Path) -> list[str]:
     translator = Translator.from_checkpoint(ckpt, device="cpu")
     data = translator.config.data
     return encode_corpus_split(data, translator.tokenizer, "test").tgt_text
+
+
+@slow
+def test_translator_attention_is_one_call_from_texts(trained):
+    """Texts in, maps out: of the model's own translation, or forced through given
+    references; the same maps as forcing the split by hand."""
+    from seq2seq.decoding.maps import forced_split
+
+    translator = Translator.from_checkpoint(trained[1], device="cpu")
+    texts, refs = ["the small blue chairs", "I love you"], ["les chaises", "je"]
+    split = translator.encode(texts)
+    hyps = translator.hypotheses(split)
+    cases = [
+        (translator.attention(texts), forced_split(split, [h.tokens for h in hyps])),
+        (translator.attention(texts, refs), translator.encode(texts, refs)),
+    ]
+    for maps, forced in cases:
+        for m, h in zip(maps, translator.attention_maps(forced), strict=True):
+            assert m.src_tokens == h.src_tokens and m.tgt_tokens == h.tgt_tokens
+            assert m.tgt_tokens[-1] == "</s>"
+            np.testing.assert_allclose(m.weights, h.weights)
 
 
 @slow

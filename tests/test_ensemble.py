@@ -19,7 +19,7 @@ from tests.test_search import _batch, _model
 
 
 def _search_both(model, batch):
-    beam = beam_search(model, *batch, beam_size=3, n_best=2)
+    beam = beam_search(model, *batch, DecodeConfig(beam_size=3, n_best=2))
     return greedy_search(model, *batch), [h for hyps in beam for h in hyps]
 
 

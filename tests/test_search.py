@@ -27,7 +27,7 @@ from seq2seq.decoding.search import (
     max_lengths,
     translate_batch,
 )
-from seq2seq.decoding.translator import decode_settings
+from seq2seq.decoding.search import decode_settings as _settings
 from seq2seq.model.seq2seq import build_model
 
 V_SRC = 15
@@ -69,9 +69,11 @@ def _same(h, g):
 def test_beam_one_equals_greedy(attention, style):
     model = _model(attention=attention, style=style, sharpen=5.0)
     args = _batch()
-    greedy = greedy_search(model, *args, max_len_a=1.0, max_len_b=4)
+    greedy = greedy_search(model, *args, _settings(max_len_a=1.0, max_len_b=4))
     beam = beam_search(
-        model, *args, beam_size=1, length_penalty=0.0, max_len_a=1.0, max_len_b=4
+        model,
+        *args,
+        _settings(beam_size=1, length_penalty=0.0, max_len_a=1.0, max_len_b=4),
     )
     for g, [h] in zip(greedy, beam, strict=True):
         _same(h, g)
@@ -81,11 +83,11 @@ def test_batched_equals_one_at_a_time():
     model = _model(sharpen=3.0)
     src, lengths, mask = _batch()
     greedy = greedy_search(model, src, lengths, mask)
-    beams = beam_search(model, src, lengths, mask, beam_size=4, n_best=3)
+    beams = beam_search(model, src, lengths, mask, _settings(beam_size=4, n_best=3))
     for i, n in enumerate(lengths.tolist()):
         one = (src[i : i + 1, :n], lengths[i : i + 1], mask[i : i + 1, :n])
         _same(greedy_search(model, *one)[0], greedy[i])
-        [alone] = beam_search(model, *one, beam_size=4, n_best=3)
+        [alone] = beam_search(model, *one, _settings(beam_size=4, n_best=3))
         for h, g in zip(alone, beams[i], strict=True):
             _same(h, g)
 
@@ -95,7 +97,7 @@ def test_n_best_sorted_and_well_formed():
     src, lengths, mask = _batch()
     limits = max_lengths(lengths, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B).tolist()
     for hyps, n, limit in zip(
-        beam_search(model, src, lengths, mask, beam_size=5, n_best=4),
+        beam_search(model, src, lengths, mask, _settings(beam_size=5, n_best=4)),
         lengths.tolist(),
         limits,
         strict=True,
@@ -190,10 +192,10 @@ def test_wide_beam_matches_exhaustive_search(alpha):
     model = _peaked_model()
     src, lengths, mask = _batch(lengths=(4,))
     ranked = _exhaustive(model, src, max_len=4, alpha=alpha)
-    [hyps] = beam_search(
-        model, src, lengths, mask, beam_size=4 * 27, length_penalty=alpha,
-        max_len_a=0.0, max_len_b=4, n_best=5,
-    )  # fmt: skip
+    settings = _settings(
+        beam_size=4 * 27, length_penalty=alpha, max_len_a=0.0, max_len_b=4, n_best=5
+    )
+    [hyps] = beam_search(model, src, lengths, mask, settings)
     assert [h.tokens for h in hyps] == [seq for seq, _ in ranked[:5]]
     scores = torch.tensor([h.score for h in hyps])
     assert_close(
@@ -206,8 +208,8 @@ def test_length_penalty_prefers_the_longer_hypothesis():
     model = _peaked_model()
     args = _batch(lengths=(4,))
     kw = {"beam_size": 12, "max_len_a": 0.0, "max_len_b": 4}
-    [[short]] = beam_search(model, *args, length_penalty=0.0, **kw)
-    [[long]] = beam_search(model, *args, length_penalty=1.0, **kw)
+    [[short]] = beam_search(model, *args, _settings(length_penalty=0.0, **kw))
+    [[long]] = beam_search(model, *args, _settings(length_penalty=1.0, **kw))
     assert short.tokens == [5, 4, EOS_ID]
     assert long.tokens == [5, 5, 4, EOS_ID]
 
@@ -215,10 +217,11 @@ def test_length_penalty_prefers_the_longer_hypothesis():
 def test_search_restores_training_mode_and_checks_n_best():
     model = _model().train()
     src, lengths, mask = _batch()
-    beam_search(model, src, lengths, mask, beam_size=2)
+    beam_search(model, src, lengths, mask, _settings(beam_size=2))
     assert model.training
+    too_many = OmegaConf.merge(_settings(beam_size=2), {"n_best": 3})  # unchecked
     with pytest.raises(ValueError, match="n_best"):
-        beam_search(model, src, lengths, mask, beam_size=2, n_best=3)
+        beam_search(model, src, lengths, mask, too_many)
 
 
 def test_stop_best_ends_early_and_never_beats_the_exact_rule():
@@ -232,14 +235,18 @@ def test_stop_best_ends_early_and_never_beats_the_exact_rule():
             p.normal_(0.0, 0.5)
     args = _batch()
     kw = {"beam_size": 3, "length_penalty": 2.0, "max_len_a": 0.0, "max_len_b": 10}
-    exact = beam_search(model, *args, stop="bound", **kw)
-    early = beam_search(model, *args, stop="best", **kw)
+    exact = beam_search(model, *args, _settings(stop="bound", **kw))
+    early = beam_search(model, *args, _settings(stop="best", **kw))
     for [e], [b] in zip(exact, early, strict=True):
         assert b.score <= e.score + 1e-6
     assert early[0][0].tokens == [5, 1, 1, 1, 1, 5, 6, EOS_ID]
     assert exact[0][0].tokens == [5, 1, 1, 1, 1, 1, 5, 6, 6, EOS_ID]
-    greedy = greedy_search(model, *args, max_len_a=0.0, max_len_b=10)
-    one = beam_search(model, *args, 1, 0.0, 0.0, 10, stop="best")
+    greedy = greedy_search(model, *args, _settings(max_len_a=0.0, max_len_b=10))
+    one = beam_search(
+        model,
+        *args,
+        _settings(length_penalty=0.0, max_len_a=0.0, max_len_b=10, stop="best"),
+    )
     for g, [h] in zip(greedy, one, strict=True):
         _same(h, g)
 
@@ -247,15 +254,15 @@ def test_stop_best_ends_early_and_never_beats_the_exact_rule():
 def test_unknown_stop_rule_is_rejected():
     model = _model()
     with pytest.raises(ValueError, match="'first' is not a valid Stop"):
-        beam_search(model, *_batch(), beam_size=2, stop="first")
+        beam_search(model, *_batch(), DecodeConfig(beam_size=2, stop="first"))
 
 
 def test_decode_settings_default_override_and_check_the_stop_rule():
     old_checkpoint = OmegaConf.create({"beam_size": 5})  # saved before decode.stop
-    assert decode_settings(old_checkpoint).stop == "bound"
-    assert decode_settings(old_checkpoint, stop="best").stop == "best"
+    assert _settings(old_checkpoint).stop == "bound"
+    assert _settings(old_checkpoint, stop="best").stop == "best"
     with pytest.raises(ValueError, match=r"Invalid value 'first'.*\[bound, best\]"):
-        decode_settings(old_checkpoint, stop="first")
+        _settings(old_checkpoint, stop="first")
 
 
 def _raw_log_prob(model, src, lengths, mask, row: int, tokens: list[int]) -> float:
@@ -278,13 +285,10 @@ def test_coverage_penalty_zero_is_todays_search(stop):
     """β = 0 is the search without coverage; a vanishing β runs the coverage code and
     must not change a hypothesis."""
     model, batch = _model(), _batch()
-    plain = beam_search(model, *batch, beam_size=4, n_best=3, stop=stop)
-    zero = beam_search(
-        model, *batch, beam_size=4, n_best=3, stop=stop, coverage_penalty=0.0
-    )
-    tiny = beam_search(
-        model, *batch, beam_size=4, n_best=3, stop=stop, coverage_penalty=1e-30
-    )
+    plain = beam_search(model, *batch, _settings(beam_size=4, n_best=3, stop=stop))
+    kw = {"beam_size": 4, "n_best": 3, "stop": stop}
+    zero = beam_search(model, *batch, _settings(coverage_penalty=0.0, **kw))
+    tiny = beam_search(model, *batch, _settings(coverage_penalty=1e-30, **kw))
     for p, z, t in zip(plain, zero, tiny, strict=True):
         for h, g, u in zip(p, z, t, strict=True):
             assert h.tokens == g.tokens == u.tokens and h.score == g.score
@@ -297,14 +301,10 @@ def test_coverage_penalty_matches_a_hand_computation():
     with torch.no_grad():
         model.decoder.output.proj.bias[EOS_ID] += 2.0  # more finished hypotheses
     src, lengths, mask = batch
-    nbests = beam_search(
-        model,
-        *batch,
-        beam_size=4,
-        n_best=3,
-        length_penalty=alpha,
-        coverage_penalty=beta,
+    settings = _settings(
+        beam_size=4, n_best=3, length_penalty=alpha, coverage_penalty=beta
     )
+    nbests = beam_search(model, *batch, settings)
     checked = 0
     for row, hyps in enumerate(nbests):
         for h in hyps:
@@ -317,5 +317,5 @@ def test_coverage_penalty_matches_a_hand_computation():
             assert h.score == pytest.approx(expected, rel=1e-4, abs=1e-4)
             checked += 1
     assert checked >= 3
-    with pytest.raises(ValueError, match="coverage_penalty must be >= 0"):
-        beam_search(model, *batch, beam_size=2, coverage_penalty=-1.0)
+    with pytest.raises(ValueError, match=r"coverage_penalty=-1\.0"):
+        beam_search(model, *batch, DecodeConfig(beam_size=2, coverage_penalty=-1.0))

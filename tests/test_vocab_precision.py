@@ -14,20 +14,15 @@ from torch.testing import assert_close
 
 from seq2seq.config import AttentionConfig, DecoderConfig, EncoderConfig, ModelConfig
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID
+from seq2seq.decoding import quantized
 from seq2seq.decoding import search as search_module
-from seq2seq.decoding.search import (
-    beam_search,
-    greedy_search,
-    rescored_candidates,
-    translate_batch,
-)
+from seq2seq.decoding import vocab as vocab_module
+from seq2seq.decoding.quantized import Int8Projection
+from seq2seq.decoding.search import beam_search, greedy_search, translate_batch
+from seq2seq.decoding.shortcuts import SearchStep
 from seq2seq.decoding.translator import decode_settings
+from seq2seq.decoding.vocab import rescored_candidates, resolve_vocab_dtype
 from seq2seq.errors import ConfigValueError
-from seq2seq.model import device as device_module
-from seq2seq.model import quantized
-from seq2seq.model.decoder import forget_search_tables, vocab_precision
-from seq2seq.model.device import resolve_vocab_dtype
-from seq2seq.model.quantized import Int8Projection
 from seq2seq.model.seq2seq import build_model
 
 V_SRC, V_TGT = 15, 40
@@ -61,14 +56,16 @@ def _batch():
 
 
 def _first_step(model, dtype, candidates=0):
-    """The first search step's log-probabilities within ``vocab_precision(dtype,
-    candidates)``, and its features (the vocabulary projection's input)."""
+    """The first search step's log-probabilities with the projection in ``dtype``
+    and ``candidates`` rescored (a fresh run's ``SearchStep``), and its features
+    (the vocabulary projection's input)."""
     src, lengths, mask = _batch()
     prev = torch.full((4,), BOS_ID)
-    with torch.inference_mode(), vocab_precision(dtype, candidates):
+    step = SearchStep(model, dtype, candidates)
+    with torch.inference_mode():
         state = model.init_state(model.encode(src, lengths, mask))
-        feat, *_ = model.decoder.search_features(prev, state)
-        log_probs, *_ = model.step(prev, state)
+        feat, *_ = step.features(prev, state)
+        log_probs, *_ = step(prev, state)
     return log_probs, feat
 
 
@@ -166,7 +163,6 @@ def _near_tie(model):
     with torch.no_grad():
         out.proj.weight[V_TGT - 1] = out.proj.weight[best]
         out.proj.bias[best], out.proj.bias[V_TGT - 1] = 1.0, 1.001
-    forget_search_tables(model)
     return best
 
 
@@ -203,11 +199,12 @@ def test_searches_with_candidates_follow_fp32_through_a_near_tie():
     for k in (1, 3):
         got = [_best_tokens(model, batch, k, choice) for choice in ("fp32", "bf16")]
         assert got[0] == got[1]
-        with vocab_precision(torch.bfloat16):  # no candidates: bf16 alone
-            if k == 1:
-                pure = greedy_search(model, src, lengths, mask, 1.5, 5)
-            else:
-                pure = [hs[0] for hs in beam_search(model, src, lengths, mask, k)]
+        bf16 = SearchStep(model, torch.bfloat16)  # no candidates: bf16 alone
+        if k == 1:
+            pure = greedy_search(model, src, lengths, mask, step=bf16)
+        else:
+            nbests = beam_search(model, src, lengths, mask, _decode(beam_size=k), bf16)
+            pure = [hs[0] for hs in nbests]
         assert pure[0].tokens != got[0][0]
     assert rescored_candidates(1) == 4 and rescored_candidates(5) == 10
 
@@ -224,9 +221,9 @@ def test_fp32_step_is_the_output_layer():
     "dtype", [torch.bfloat16, pytest.param(torch.qint8, marks=needs_int8)]
 )
 def test_lowered_weights_follow_the_model(dtype):
-    """The bf16 or int8 copy is rebuilt when a weight changes in place (a loaded state
-    dict, most optimizer steps) and dropped by ``forget_search_tables`` (fused Adam
-    changes weights without bumping their version)."""
+    """Each run's bf16 or int8 copy is made from the weights as they are then: after
+    an in-place change (a loaded state dict, an optimizer step) and after a ``.data``
+    write that bumps no version (as fused Adam does), with nothing to forget."""
     model = _model()
     before, _ = _first_step(model, dtype)
     with torch.no_grad():
@@ -235,9 +232,6 @@ def test_lowered_weights_follow_the_model(dtype):
     assert not torch.equal(before, changed)
     with torch.no_grad():  # unseen by the version: a .data write, as fused Adam does
         model.decoder.output.proj.weight.data.mul_(-1.0)
-    stale, _ = _first_step(model, dtype)
-    assert torch.equal(stale, changed)
-    forget_search_tables(model)
     fresh, feat = _first_step(model, dtype)
     with torch.inference_mode():
         want = F.log_softmax(model.decoder.output(feat), dim=-1)
@@ -251,10 +245,10 @@ def test_autograd_keeps_the_model_precision():
     model = _model()
     src, lengths, mask = _batch()
     prev = torch.full((4,), BOS_ID)
-    with vocab_precision(torch.bfloat16):
-        state = model.init_state(model.encode(src, lengths, mask))
-        feat, *_ = model.decoder.search_features(prev, state)
-        log_probs, *_ = model.step(prev, state)
+    step = SearchStep(model, torch.bfloat16)
+    state = model.init_state(model.encode(src, lengths, mask))
+    feat, *_ = step.features(prev, state)
+    log_probs, *_ = step(prev, state)
     assert log_probs.requires_grad
     assert_close(log_probs, F.log_softmax(model.decoder.output(feat), dim=-1))
 
@@ -272,8 +266,8 @@ def test_translate_batch_searches_in_the_configured_precision(lowered, lowered_d
     batch = SimpleNamespace(src=src, src_lengths=lengths, src_mask=mask)
     for choice, dtype in (("fp32", None), (lowered, lowered_dtype)):
         got = translate_batch(model, batch, _decode(vocab_precision=choice))
-        with vocab_precision(dtype, rescored_candidates(1)):
-            want = greedy_search(model, src, lengths, mask, 1.5, 5)
+        step = SearchStep(model, dtype, rescored_candidates(1))
+        want = greedy_search(model, src, lengths, mask, step=step)
         for [g], w in zip(got, want, strict=True):
             assert g.tokens == w.tokens and g.score == w.score
     fp32 = translate_batch(model, batch, _decode(vocab_precision="fp32"))
@@ -287,7 +281,7 @@ def test_auto_is_the_measured_fastest_on_cpu(fastest, monkeypatch):
     thread count, on CPU; without a shape to measure, and on CUDA, fp32 (None)."""
     measured = []
     monkeypatch.setattr(
-        device_module,
+        vocab_module,
         "fastest_projection",
         lambda *key: measured.append(key) or fastest,
     )
@@ -300,12 +294,12 @@ def test_auto_is_the_measured_fastest_on_cpu(fastest, monkeypatch):
 
 @pytest.mark.parametrize("native", [True, False])
 def test_explicit_choices_resolve_and_warn(native, monkeypatch, caplog):
-    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(vocab_module, "cpu_has_native_bf16", lambda: native)
     monkeypatch.setattr(quantized, "int8_available", lambda: True)
-    device_module._warn_emulated_vocab_bf16.cache_clear()
+    vocab_module._warn_emulated_vocab_bf16.cache_clear()
     assert resolve_vocab_dtype("fp32", CPU) is None
     assert resolve_vocab_dtype("int8", CPU) == torch.qint8
-    with caplog.at_level(logging.WARNING, logger="seq2seq.model.device"):
+    with caplog.at_level(logging.WARNING, logger="seq2seq.decoding.vocab"):
         assert resolve_vocab_dtype("bf16", CPU) == torch.bfloat16
         assert resolve_vocab_dtype("bf16", CPU) == torch.bfloat16
     assert caplog.text.count("emulated") == (0 if native else 1)  # once a process
@@ -328,12 +322,12 @@ def test_the_measurement_times_what_the_cpu_has_once_per_shape(
 ):
     """int8 is timed where torch has its kernels, bf16 only where the CPU has it
     natively; the result is one of them or None, measured once per key."""
-    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: native)
-    device_module.fastest_projection.cache_clear()
-    with caplog.at_level(logging.INFO, logger="seq2seq.model.device"):
-        first = device_module.fastest_projection(40, 8, 1)
-        assert device_module.fastest_projection(40, 8, 1) is first
-    device_module.fastest_projection.cache_clear()
+    monkeypatch.setattr(vocab_module, "cpu_has_native_bf16", lambda: native)
+    vocab_module.fastest_projection.cache_clear()
+    with caplog.at_level(logging.INFO, logger="seq2seq.decoding.vocab"):
+        first = vocab_module.fastest_projection(40, 8, 1)
+        assert vocab_module.fastest_projection(40, 8, 1) is first
+    vocab_module.fastest_projection.cache_clear()
     assert first in (None, torch.qint8, torch.bfloat16)
     assert caplog.text.count("int8 projection ×") == 1
     assert caplog.text.count("bf16 projection ×") == (1 if native else 0)

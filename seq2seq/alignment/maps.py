@@ -1,5 +1,6 @@
-"""``AttentionMap``: one sentence's attention matrix with its tokens, the record that
-extraction, AER, the exports, the renderers and the viewer all pass around.
+"""``AttentionMap`` (made in ``decoding/maps.py``): one sentence's attention matrix with
+its tokens, the record that extraction, AER, the exports, the renderers and the viewer
+all pass around; and the helpers that read it.
 
 Weights are ``(T, S)``: one row per target token (the end-of-sentence step last), one
 column per source token (the source's end-of-sentence last). Attention weights
@@ -10,48 +11,19 @@ its output (``CAVEAT``, printed wherever a map is shown).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from seq2seq.decoding.maps import AttentionMap
+
+# AttentionMap is made where the attention is read (decoding/maps.py, the
+# Translator); it is named here too, beside the helpers every reader of it uses.
+__all__ = ["CAVEAT", "AttentionMap", "as_matrix", "as_numpy", "zero_share"]
+
 CAVEAT = (
     "Attention shows how the model mixed the source; it is not a causal explanation."
 )
-
-
-@dataclass
-class AttentionMap:
-    """weights ``(T, S)``; heads ``(heads, T, S)`` for multi-head attention; gold links
-    (Pharaoh over whitespace words) when known; attribution ``(T, S)`` (gradient ×
-    input) and its Spearman correlation with the weights, when asked for."""
-
-    src_tokens: list[str]
-    tgt_tokens: list[str]
-    weights: np.ndarray
-    heads: np.ndarray | None = None
-    gold: str | None = None
-    attribution: np.ndarray | None = None
-    spearman: float | None = None
-    title: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready record (lists, no NaN); optional parts only when present."""
-        record: dict[str, Any] = {
-            "title": self.title,
-            "src_tokens": list(self.src_tokens),
-            "tgt_tokens": list(self.tgt_tokens),
-            "weights": np.asarray(self.weights).tolist(),
-        }
-        if self.heads is not None:
-            record["heads"] = np.asarray(self.heads).tolist()
-        if self.gold is not None:
-            record["gold"] = self.gold
-        if self.attribution is not None:
-            record["attribution"] = np.asarray(self.attribution).tolist()
-            rho = self.spearman
-            record["spearman"] = None if rho is None or np.isnan(rho) else float(rho)
-        return record
 
 
 def zero_share(matrices: Sequence[Any]) -> float:

@@ -111,7 +111,7 @@ def pairs(cfg: DictConfig, translator):
     """The pairs the user asked for, with their titles and whether their targets are
     the references (forced); otherwise the targets are the model's hypotheses (their
     pieces and detokenized text)."""
-    from seq2seq.alignment.extract import forced_split
+    from seq2seq.decoding.maps import forced_split
 
     split, titles = _sentences(cfg, translator)
     forced = cfg.reference is not None or (cfg.split is not None and cfg.references)
@@ -127,12 +127,9 @@ def collect(cfg: DictConfig, translator) -> list:
     attention maps. Gold links are attached only when the references are forced:
     their indices count the reference's words, not a hypothesis's."""
     from seq2seq.alignment.attribution import model_attribution, spearman
-    from seq2seq.alignment.extract import attention_maps
 
     split, titles, forced = pairs(cfg, translator)
-    maps = attention_maps(
-        translator, split, titles, with_gold=forced and cfg.text is None
-    )
+    maps = translator.attention_maps(split, titles, forced and cfg.text is None)
     if cfg.attribution:
         for att, src, tgt in zip(maps, split.src_ids, split.tgt_ids, strict=True):
             att.attribution = model_attribution(translator, src, tgt).cpu().numpy()

@@ -37,7 +37,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from seq2seq.cli.checks import check_reverse
-from seq2seq.config import CONFIG_DIR, register_configs
+from seq2seq.config import CONFIG_DIR, DecodeOptions, register_configs
 from seq2seq.config_checks import check_composed, did_you_mean
 from seq2seq.errors import UserError
 
@@ -183,21 +183,11 @@ def run_dir() -> Path:
 
 
 def load_translator(cfg: DictConfig) -> Translator:
-    """The checkpoint's ``Translator`` with the command's device, precision, batch
-    budget and decoding overrides (those the command has)."""
+    """The checkpoint's ``Translator`` with the command's ``DecodeOptions`` (device,
+    precision, batch budget, decoding overrides)."""
     from seq2seq.decoding.translator import Translator
 
-    return Translator.from_checkpoint(
-        cfg.checkpoint,
-        device=cfg.device,
-        precision=cfg.precision,
-        batch_tokens=cfg.batch_tokens,
-        beam_size=cfg.beam_size,
-        length_penalty=cfg.get("length_penalty"),
-        stop=cfg.get("stop"),
-        coverage_penalty=cfg.get("coverage_penalty"),
-        vocab_precision=cfg.get("vocab_precision"),
-    )
+    return Translator.from_checkpoint(cfg.checkpoint, DecodeOptions.of(cfg))
 
 
 def load_reverse(cfg: DictConfig, forward: Translator) -> Translator | None:

@@ -15,7 +15,7 @@ state, so their attentions differ); it is a summary, not the attention of any mo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -52,6 +52,27 @@ def mean_probabilities(log_probs: Sequence[Tensor]) -> Tensor:
     return torch.logsumexp(stacked, dim=0) - math.log(len(log_probs))
 
 
+MemberStep = Callable[[Tensor, DecoderState], tuple[Tensor, DecoderState, Tensor]]
+
+
+def mixed_step(
+    steps: Sequence[MemberStep],
+) -> Callable[[Tensor, EnsembleState], tuple[Tensor, EnsembleState, Tensor]]:
+    """One step per member → the ensemble's step: mean probabilities ``(B, V)`` (as
+    log-probabilities), the new states, the mean attention ``(B, S)``. The model's
+    ``step`` mixes the members' own steps, the search its shortcuts'."""
+
+    def step(
+        prev_tokens: Tensor, state: EnsembleState
+    ) -> tuple[Tensor, EnsembleState, Tensor]:
+        outs = [fn(prev_tokens, s) for fn, s in zip(steps, state.members, strict=True)]
+        log_probs = mean_probabilities([o[0] for o in outs])
+        weights = torch.stack([o[2].float() for o in outs]).mean(dim=0)
+        return log_probs, EnsembleState(tuple(o[1] for o in outs)), weights
+
+    return step
+
+
 class Ensemble(nn.Module):
     """Members that share a tokenizer, decoding as one model (module docstring)."""
 
@@ -76,13 +97,7 @@ class Ensemble(nn.Module):
     ) -> tuple[Tensor, EnsembleState, Tensor]:
         """The members' steps: mean probabilities ``(B, V)`` (as log-probabilities),
         the new states, the mean attention ``(B, S)``."""
-        outs = [
-            m.step(prev_tokens, s)
-            for m, s in zip(self.members, state.members, strict=True)
-        ]
-        log_probs = mean_probabilities([o[0] for o in outs])
-        weights = torch.stack([o[2].float() for o in outs]).mean(dim=0)
-        return log_probs, EnsembleState(tuple(o[1] for o in outs)), weights
+        return mixed_step([m.step for m in self.members])(prev_tokens, state)
 
     def forward(self, *batch: Tensor, rows: Tensor | None = None) -> ModelOutput:
         """Teacher forcing over ``batch`` = (src, src_lengths, src_mask, tgt_in), as

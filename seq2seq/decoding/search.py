@@ -36,12 +36,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 from seq2seq.config import DecodeConfig, Stop
+from seq2seq.config_checks import check_decode
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from seq2seq.model.decoder import OutputLayer, vocab_precision
-from seq2seq.model.device import resolve_vocab_dtype
+from seq2seq.decoding.shortcuts import StepFn, search_step
+from seq2seq.decoding.vocab import (
+    projection_shape,
+    rescored_candidates,
+    resolve_vocab_dtype,
+)
 
 NEG_INF = float("-inf")
 
@@ -105,6 +111,27 @@ def max_lengths(src_lengths: Tensor, a: float, b: float) -> Tensor:
     return (a * src_lengths.double() + b + 1e-9).floor().long().clamp(min=1)
 
 
+def output_limits(src_lengths: Tensor, settings: DecodeConfig) -> Tensor:
+    """``max_lengths`` with the settings' ``max_len_a`` (None reads as
+    ``DEFAULT_MAX_LEN_A``) and ``max_len_b``."""
+    a = DEFAULT_MAX_LEN_A if settings.max_len_a is None else settings.max_len_a
+    return max_lengths(src_lengths, a, settings.max_len_b)
+
+
+def decode_settings(base: Any = None, **overrides: Any) -> DecodeConfig:
+    """``DecodeConfig`` from ``base`` (a checkpoint's ``decode``, say) with the
+    overrides that are not None on top; typed and checked (``check_decode``), so a
+    bad value (``beam_size=0``, ``n_best`` above the beam) fails here."""
+    cfg = OmegaConf.structured(DecodeConfig)
+    if base is not None:
+        cfg = OmegaConf.merge(cfg, base)
+    for key, value in overrides.items():
+        if value is not None:
+            cfg[key] = value
+    check_decode(cfg)
+    return cfg  # a DictConfig typed as the dataclass
+
+
 def fit_max_len_a(
     src_lengths: Sequence[int], tgt_lengths: Sequence[int], b: int, coverage: float
 ) -> float:
@@ -148,15 +175,19 @@ def greedy_search(
     src: Tensor,
     src_lengths: Tensor,
     src_mask: Tensor,
-    max_len_a: float = DEFAULT_MAX_LEN_A,
-    max_len_b: int = DEFAULT_MAX_LEN_B,
+    settings: DecodeConfig | None = None,
+    step: StepFn | None = None,
 ) -> list[Hypothesis]:
     """Argmax decoding of a batch: src ``(B, S)``, src_lengths ``(B,)`` (CPU), src_mask
-    ``(B, S)`` → one ``Hypothesis`` per sentence, in batch order."""
+    ``(B, S)`` → one ``Hypothesis`` per sentence, in batch order. Of ``settings``
+    only the output limit counts; ``step`` (None: a ``search_step`` of its own, fp32)
+    is the run's step function."""
+    settings = decode_settings() if settings is None else settings
     with _eval_mode(model):
+        step = search_step(model) if step is None else step
         b, device = src.size(0), src.device
         state = model.init_state(model.encode(src, src_lengths, src_mask))
-        limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)
+        limits = output_limits(src_lengths, settings).to(device)
         prev = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
         scores = torch.zeros(b, device=device)
         lengths = torch.zeros(b, dtype=torch.long, device=device)
@@ -165,7 +196,7 @@ def greedy_search(
         active = torch.arange(b, device=device)
         tokens, rows = [], []
         for _ in range(int(limits.max())):
-            log_probs, state, weights = model.step(prev, state)
+            log_probs, state, weights = step(prev, state)
             best, prev = _mask_specials(log_probs).max(dim=-1)  # (n,)
             scores.index_add_(0, active, best.to(scores.dtype))
             lengths.index_add_(0, active, torch.ones_like(active))
@@ -280,57 +311,38 @@ def beam_search(
     src: Tensor,
     src_lengths: Tensor,
     src_mask: Tensor,
-    beam_size: int = 5,
-    length_penalty: float = 1.0,
-    max_len_a: float = DEFAULT_MAX_LEN_A,
-    max_len_b: int = DEFAULT_MAX_LEN_B,
-    n_best: int = 1,
-    stop: Stop | str = Stop.bound,
-    coverage_penalty: float = 0.0,
+    settings: DecodeConfig,
+    step: StepFn | None = None,
 ) -> list[list[Hypothesis]]:
-    """Beam search over a batch → per sentence the ``n_best`` hypotheses, best first
-    (see the module docstring). ``length_penalty`` is the GNMT α, ``coverage_penalty``
-    its β; ``stop`` the rule (``Stop``: bound, best)."""
-    if not 1 <= n_best <= beam_size:
-        raise ValueError(f"need 1 <= n_best={n_best} <= beam_size={beam_size}")
-    if coverage_penalty < 0:
-        raise ValueError(f"coverage_penalty must be >= 0, got {coverage_penalty}")
-    stop = Stop(stop)
+    """Beam search over a batch → per sentence the ``settings.n_best`` hypotheses,
+    best first (see the module docstring): ``beam_size`` K, ``length_penalty`` the
+    GNMT α, ``coverage_penalty`` its β, ``stop`` the rule (``Stop``: bound, best),
+    the output limit. ``settings`` are checked (``check_decode``: n_best ≤ K, the
+    ranges); ``step`` as in ``greedy_search``."""
+    check_decode(settings)
     with _eval_mode(model):
-        return _beam_search(
-            model,
-            src,
-            src_lengths,
-            src_mask,
-            beam_size,
-            length_penalty,
-            max_len_a,
-            max_len_b,
-            n_best,
-            stop == Stop.best,
-            _Coverage(coverage_penalty) if coverage_penalty > 0 else None,
-        )
+        step = search_step(model) if step is None else step
+        return _beam_search(model, step, src, src_lengths, src_mask, settings)
 
 
 def _beam_search(
-    model,
-    src,
-    src_lengths,
-    src_mask,
-    k,
-    alpha,
-    max_len_a,
-    max_len_b,
-    n_best,
-    stop_best,
-    cover: _Coverage | None,
+    model: nn.Module,
+    step: StepFn,
+    src: Tensor,
+    src_lengths: Tensor,
+    src_mask: Tensor,
+    settings: DecodeConfig,
 ) -> list[list[Hypothesis]]:
+    k, alpha, n_best = settings.beam_size, settings.length_penalty, settings.n_best
+    stop_best = Stop(settings.stop) == Stop.best
+    beta = settings.coverage_penalty
+    cover = _Coverage(beta) if beta > 0 else None
     b, device = src.size(0), src.device
     # The K beams of a sentence are identical until the first step has run: it runs
     # once per sentence, and its results are repeated for the K beams.
     state = model.init_state(model.encode(src, src_lengths, src_mask))
     expand = torch.arange(b, device=device).repeat_interleave(k)
-    limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)
+    limits = output_limits(src_lengths, settings).to(device)
     scores = torch.full((b, k), NEG_INF, device=device)
     scores[:, 0] = 0.0
     prev = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
@@ -346,7 +358,7 @@ def _beam_search(
     active = torch.arange(b, device=device)
     for t in range(int(limits.max())):
         n = active.numel()
-        log_probs, state, weights = model.step(prev, state)
+        log_probs, state, weights = step(prev, state)
         if t == 0:  # K beams per sentence from here on; keys stay one per sentence
             log_probs, weights = log_probs[expand], weights[expand]
             state = state.select_beams(expand)
@@ -442,45 +454,29 @@ def _collect(
     return results
 
 
-def projection_shape(model: nn.Module) -> tuple[int, int] | None:
-    """(V, in) of the model's (first) vocabulary projection, None without one."""
-    for module in model.modules():
-        if isinstance(module, OutputLayer):
-            return tuple(module.proj.weight.shape)
-    return None
-
-
-def rescored_candidates(beam_size: int) -> int:
-    """How many of each row's best logits a search recomputes in fp32 after a
-    lower-precision vocabulary projection: beam search's one ``topk`` takes 2K
-    extensions per sentence, so a row's best 2K cover every one it can take; greedy
-    keeps a few, so that a near-tie of the best two is settled in fp32."""
-    return max(4, 2 * beam_size)
+def run_step(model: nn.Module, settings: DecodeConfig, device: torch.device) -> StepFn:
+    """The step of one search run over ``model``: the vocabulary projection in
+    ``settings.vocab_precision`` (resolved for ``device`` and the model's projection),
+    its best candidates recomputed in fp32. Make one per run and reuse it across the
+    run's batches: what it builds from the weights is built once."""
+    dtype = resolve_vocab_dtype(
+        settings.vocab_precision, device, projection_shape(model)
+    )
+    return search_step(model, dtype, rescored_candidates(settings.beam_size))
 
 
 def translate_batch(
-    model: nn.Module, batch: Any, decode_cfg: Any
+    model: nn.Module,
+    batch: Any,
+    settings: DecodeConfig,
+    step: StepFn | None = None,
 ) -> list[list[Hypothesis]]:
-    """Decode a ``Batch`` with ``DecodeConfig``: greedy when ``beam_size == 1`` (one
-    hypothesis per sentence), else beam search with ``n_best`` hypotheses; the
-    vocabulary projection in ``decode_cfg.vocab_precision``, its best candidates
-    in fp32."""
+    """Decode a ``Batch`` with ``settings``: greedy when ``beam_size == 1`` (one
+    hypothesis per sentence), else beam search with ``n_best`` hypotheses; ``step``
+    None: ``run_step``'s for this batch alone."""
     args = (batch.src, batch.src_lengths, batch.src_mask)
-    a, b = decode_cfg.max_len_a, decode_cfg.max_len_b
-    a = DEFAULT_MAX_LEN_A if a is None else a
-    choice = getattr(decode_cfg, "vocab_precision", DecodeConfig.vocab_precision)
-    dtype = resolve_vocab_dtype(choice, batch.src.device, projection_shape(model))
-    with vocab_precision(dtype, rescored_candidates(decode_cfg.beam_size)):
-        if decode_cfg.beam_size <= 1:
-            return [[h] for h in greedy_search(model, *args, a, b)]
-        return beam_search(
-            model,
-            *args,
-            beam_size=decode_cfg.beam_size,
-            length_penalty=decode_cfg.length_penalty,
-            max_len_a=a,
-            max_len_b=b,
-            n_best=decode_cfg.n_best,
-            stop=decode_cfg.stop,
-            coverage_penalty=getattr(decode_cfg, "coverage_penalty", 0.0),
-        )
+    if step is None:
+        step = run_step(model, settings, batch.src.device)
+    if settings.beam_size <= 1:
+        return [[h] for h in greedy_search(model, *args, settings, step)]
+    return beam_search(model, *args, settings, step)

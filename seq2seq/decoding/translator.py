@@ -17,22 +17,30 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from seq2seq.config import DecodeConfig, Precision, Stop, TrainConfig, VocabPrecision
-from seq2seq.config_checks import check_decode
+from seq2seq.config import DecodeConfig, DecodeOptions, TrainConfig
 from seq2seq.data.batching import make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.data.tokenizer import PAD_ID, Tokenizer
 from seq2seq.decoding.ensemble import Ensemble
-from seq2seq.decoding.search import Hypothesis, translate_batch
+from seq2seq.decoding.maps import (
+    AttentionMap,
+    ForcedAttention,
+    forced_split,
+    piece_maps,
+)
+from seq2seq.decoding.search import (
+    Hypothesis,
+    decode_settings,
+    run_step,
+    translate_batch,
+)
 from seq2seq.errors import InputError
 from seq2seq.model.checkpoint import load_checkpoint
-from seq2seq.model.decoder import forget_search_tables
 from seq2seq.model.device import autocast, resolve_precision, select_device
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
@@ -56,29 +64,6 @@ def _load(
 DEFAULT_BATCH_TOKENS = DecodeConfig.batch_tokens
 
 
-class ForcedAttention(NamedTuple):
-    """The attention of one teacher-forced pair: weights ``(T + 1, S + 1)`` (target
-    pieces plus the EOS step, source pieces plus the source EOS), heads ``(heads, T +
-    1, S + 1)`` for multi-head attention, else None."""
-
-    weights: np.ndarray
-    heads: np.ndarray | None
-
-
-def decode_settings(base: Any = None, **overrides: Any) -> DictConfig:
-    """``DecodeConfig`` from ``base`` (a checkpoint's ``decode``, say) with the
-    overrides that are not None on top; typed and checked (``check_decode``), so a
-    bad value (``beam_size=0``, ``n_best`` above the beam) fails here."""
-    cfg = OmegaConf.structured(DecodeConfig)
-    if base is not None:
-        cfg = OmegaConf.merge(cfg, base)
-    for key, value in overrides.items():
-        if value is not None:
-            cfg[key] = value
-    check_decode(cfg)
-    return cfg
-
-
 @dataclass(frozen=True)
 class Translator:
     """A model ready to translate, score and show its attention (see the module
@@ -98,23 +83,20 @@ class Translator:
     def from_checkpoint(
         cls,
         path: str | Path | Sequence[str | Path],
-        device: str = "auto",
-        precision: Precision | str = Precision.auto,
-        batch_tokens: int | None = None,
-        beam_size: int | None = None,
-        length_penalty: float | None = None,
-        stop: Stop | str | None = None,
-        coverage_penalty: float | None = None,
-        vocab_precision: VocabPrecision | str | None = None,
+        options: DecodeOptions | None = None,
+        **overrides: Any,
     ) -> Translator:
         """Weights, config and tokenizer from a checkpoint (several paths: an
         ``Ensemble`` of them, which must share one tokenizer); the model in eval mode
-        on ``device``. Decoding settings are the (first) checkpoint's with the ones
-        given on top; the batch budget defaults to its ``decode.batch_tokens``."""
+        on the device. ``options`` (``config.DecodeOptions``: device, precision,
+        batch budget, beam size, ...) with the keyword ``overrides`` on top, each a
+        field of it (``beam_size=5``); decoding settings left None are the (first)
+        checkpoint's, the batch budget its ``decode.batch_tokens``."""
+        options = dataclasses.replace(options or DecodeOptions(), **overrides)
         paths = [path] if isinstance(path, str | Path) else list(path)
         if not paths:
             raise InputError("from_checkpoint needs at least one checkpoint")
-        torch_device = select_device(device)
+        torch_device = select_device(options.device)
         loaded = [_load(Path(p), torch_device) for p in paths]
         tokenizer, cfg, step, _ = loaded[0]
         for (other, *_), other_path in zip(loaded[1:], paths[1:], strict=True):
@@ -127,20 +109,13 @@ class Translator:
                 )
         models = [m for *_, m in loaded]
         model = models[0] if len(models) == 1 else Ensemble(models).eval()
-        decode = decode_settings(
-            cfg.decode,
-            beam_size=beam_size,
-            length_penalty=length_penalty,
-            stop=stop,
-            coverage_penalty=coverage_penalty,
-            vocab_precision=vocab_precision,
-        )
+        decode = decode_settings(cfg.decode, **options.decode_overrides())
         return cls(
             model,
             tokenizer,
             torch_device,
-            amp_dtype=resolve_precision(precision, torch_device),
-            batch_tokens=batch_tokens or decode.batch_tokens,
+            amp_dtype=resolve_precision(options.precision, torch_device),
+            batch_tokens=decode.batch_tokens,
             decode=decode,
             config=cfg,
             step=step,
@@ -182,6 +157,17 @@ class Translator:
             ]
         return out
 
+    def attention(
+        self, texts: Sequence[str], references: Sequence[str] | None = None
+    ) -> list[AttentionMap]:
+        """One ``AttentionMap`` per text: where the model looked while writing its
+        own translation (search, then forced through it), or, given ``references``,
+        while reading them (forced); piece tokens, ``</s>`` last on both sides."""
+        split = self.encode(texts, references)
+        if references is None:
+            split = forced_split(split, [h.tokens for h in self.hypotheses(split)])
+        return self.attention_maps(split)
+
     @property
     def beam_size(self) -> int:
         return int(self.decode.beam_size)
@@ -191,13 +177,14 @@ class Translator:
     def search(self, split: EncodedSplit) -> list[list[Hypothesis]]:
         """Per pair of ``split``, in its order, the n-best hypotheses, best first."""
         self.model.eval()
-        forget_search_tables(self.model)  # the weights may have trained since
+        # one step for the whole run: built from the weights as they are now
+        step = run_step(self.model, self.decode, self.device)
         out: list[list[Hypothesis] | None] = [None] * len(split)
         loader = make_loader(split, self.batch_tokens, shuffle=False, seed=0)
         for batch in loader:
             batch = batch.to(self.device, non_blocking=True)
             with autocast(self.device, self.amp_dtype):
-                nbests = translate_batch(self.model, batch, self.decode)
+                nbests = translate_batch(self.model, batch, self.decode, step)
             for index, nbest in zip(batch.ids.tolist(), nbests, strict=True):
                 out[index] = nbest
         return out  # type: ignore[return-value]
@@ -255,3 +242,14 @@ class Translator:
                     None if heads is None else heads[row, :, :t, :s].numpy(),
                 )
         return out  # type: ignore[return-value]
+
+    def attention_maps(
+        self,
+        split: EncodedSplit,
+        titles: Sequence[str] | None = None,
+        with_gold: bool = False,
+    ) -> list[AttentionMap]:
+        """``forced_attention`` of ``split`` as ``AttentionMap``s with their piece
+        tokens; ``with_gold`` attaches the split's gold links."""
+        forced = self.forced_attention(split)
+        return piece_maps(self.tokenizer, split, forced, titles, with_gold)

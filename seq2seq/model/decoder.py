@@ -2,7 +2,8 @@
 
 Both styles work with any attention from ``attention.py``. Each style is *defined* by
 its ``reference_step``: one target step, embedding and state in, features, new state
-and attention out. Search (``step``) and scheduled sampling run it as it is, and
+and attention out. ``step`` and scheduled sampling run it as it is (the search runs
+an equal step with fewer FLOPs, ``decoding/shortcuts.py``), and
 ``reference_features`` loops it over the target steps: the definition of teacher
 forcing. ``forward`` (teacher forcing for training) runs ``fast_features`` instead, an
 optimisation of that loop that tests hold equal to it in value and gradient
@@ -17,10 +18,7 @@ Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding si
 
 from __future__ import annotations
 
-import contextlib
-import weakref
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
@@ -32,7 +30,6 @@ from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import Attention, AttentionOutput, Keys, attend_step
 from seq2seq.model.gru import StackedGRU
 from seq2seq.model.precision import cast_like_autocast
-from seq2seq.model.quantized import Int8Projection
 
 
 class DecoderState(NamedTuple):
@@ -286,27 +283,11 @@ class Decoder(nn.Module):
         self, prev_tokens: Tensor, state: DecoderState
     ) -> tuple[Tensor, DecoderState, Tensor]:
         """prev_tokens ``(B,)`` → log_probs ``(B, V)`` (float32), new state, weights
-        ``(B, S)``."""
-        feat, state, att = self.search_features(prev_tokens, state)
-        setting = _VOCAB_SETTING.get()
-        if setting is None or not _fast_search(self, prev_tokens):
-            logits = self.output(feat)
-        else:
-            logits = _vocab_logits(self, feat, setting)
-        log_probs = F.log_softmax(logits.float(), dim=-1)
+        ``(B, S)``: ``reference_step`` and the output layer. The search runs the same
+        step with fewer FLOPs (``decoding/shortcuts.py``)."""
+        feat, state, att = self.reference_step(self.embed(prev_tokens), state)
+        log_probs = F.log_softmax(self.output(feat).float(), dim=-1)
         return log_probs, state, att.weights
-
-    def search_features(
-        self, prev_tokens: Tensor, state: DecoderState
-    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
-        """The search's step before the output layer: ``reference_step`` on the
-        embedded tokens. Both styles compute it with fewer FLOPs at inference in fp32
-        (equal up to float rounding, tests/test_decoder.py): the embedding's shares
-        of the first GRU layer's gates (and of Bahdanau's deep output) are rows of
-        tables over the vocabulary (``_SearchTables``, built once per weights
-        version), and in beam search the context's shares are the sources' values
-        projected once and mixed by each beam's weights (``_context_share``)."""
-        return self.reference_step(self.embed(prev_tokens), state)
 
 
 class BahdanauDecoder(Decoder):
@@ -347,35 +328,6 @@ class BahdanauDecoder(Decoder):
         feat = self._deep_output(out[:, 0], att.context, emb)
         return feat, DecoderState(hidden, state.feed, state.keys), att
 
-    def search_features(
-        self, prev_tokens: Tensor, state: DecoderState
-    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
-        """``reference_step`` from the search tables (``_SearchTables``): attend with
-        s_{t-1}; the GRU's input gates and the deep output's input are the token's
-        table rows plus the context's shares."""
-        if not _fast_search(self, prev_tokens):
-            return super().search_features(prev_tokens, state)
-        tables = _search_tables(self)
-        att = attend_step(self.attention, state.hidden[-1], state.keys)
-        ctx, keys = _context_share(att, state.keys, tables.w_ctx, prev_tokens.size(0))
-        gates = 3 * self.hidden_size
-        gi = tables.gates.index_select(0, prev_tokens) + ctx[:, :gates]
-        hidden = tables.gru.step_gates(gi, list(state.hidden.unbind(0)))
-        pre = tables.base.index_select(0, prev_tokens) + ctx[:, gates:]
-        feat = torch.tanh(torch.addmm(pre, hidden[-1], tables.w_state))
-        return feat, DecoderState(torch.stack(hidden), state.feed, keys), att
-
-    def _search_weights(self) -> tuple[Tensor, Tensor, Tensor]:
-        """W_o [s; c; e] + b_o: the embedding's share per token with the bias
-        ``(V, H)``, the context's columns beside the GRU's ``(3H + H, C)``, the
-        state's columns transposed ``(H, H)``."""
-        h, c = self.hidden_size, self.attention.context_size
-        w_o, w_ih = self.feature.weight, self.rnn.weight_ih_l0  # (H, H + C + E)
-        emb = self.embedding.weight
-        base = F.linear(emb, w_o[:, h + c :], self.feature.bias)
-        w_ctx = torch.cat([w_ih[:, emb.size(1) :], w_o[:, h : h + c]])
-        return base, w_ctx, w_o[:, :h].t()
-
     def fast_features(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -394,161 +346,6 @@ class BahdanauDecoder(Decoder):
             outs.append(att)
         s, context = torch.stack(tops, dim=1), torch.stack(contexts, dim=1)
         return (self._deep_output(s, context, emb), *_stack(outs))
-
-
-class _SearchTables(NamedTuple):
-    """A decoder's weights rearranged for its ``search_features``; ``version``: the
-    weights they were built from (pointer and in-place version of each)."""
-
-    version: tuple
-    gates: Tensor  # (V, 3H): W_ie e_v + b_i, the first GRU layer's input gates
-    gru: StackedGRU
-    base: Tensor  # Bahdanau (V, H): W_oe e_v + b_o; Luong (H,): the bias of W_c
-    w_ctx: Tensor  # the context's columns: (3H + H, C) Bahdanau, (H, C) Luong
-    w_state: Tensor  # (H, H), transposed: the state's columns of W_o / W_c
-
-
-# One table set per decoder, dropped with it (a weak key, so copies never share one).
-_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _fast_search(dec: Decoder, tokens: Tensor) -> bool:
-    """Whether ``search_features`` may use the tables: inference in fp32 (training,
-    autograd and autocast take ``reference_step`` itself)."""
-    autocast = torch.is_autocast_enabled(tokens.device.type)
-    return not (dec.training or torch.is_grad_enabled() or autocast)
-
-
-class _VocabSetting(NamedTuple):
-    """The search's vocabulary projection: its ``dtype``, and how many of each row's
-    best logits (``candidates``) are computed again in fp32."""
-
-    dtype: torch.dtype
-    candidates: int
-
-
-# Set for one search by ``vocab_precision`` (``decode.vocab_precision``); None: fp32.
-_VOCAB_SETTING: ContextVar[_VocabSetting | None] = ContextVar(
-    "vocab_setting", default=None
-)
-
-
-@contextlib.contextmanager
-def vocab_precision(dtype: torch.dtype | None, candidates: int = 0) -> Iterator[None]:
-    """Within the block, ``Decoder.step`` at inference in fp32 projects its features
-    onto the vocabulary in ``dtype`` (None: fp32; ``torch.bfloat16``, or
-    ``torch.qint8`` for int8) with a copy of the output weights converted once,
-    then computes each row's ``candidates`` best logits again in fp32. The
-    projection is most of a search step's FLOPs, and bf16 or int8 runs it faster on
-    some CPUs (``model/device.py`` measures); the search only ever picks among a
-    row's best few, so with the candidates exact its choices are fp32's but for
-    near-ties at the rounding (which also moves the log-softmax's normaliser a
-    little). The log-softmax and the search stay fp32."""
-    setting = None if dtype is None else _VocabSetting(dtype, candidates)
-    token = _VOCAB_SETTING.set(setting)
-    try:
-        yield
-    finally:
-        _VOCAB_SETTING.reset(token)
-
-
-class _VocabWeights(NamedTuple):
-    """The vocabulary projection in another precision: ``project`` maps features to
-    logits (fp32) with weights converted once; ``version`` as in ``_SearchTables``
-    (with the dtype)."""
-
-    version: tuple
-    project: Callable[[Tensor], Tensor]
-
-
-_VOCAB: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _lowered_projection(proj: nn.Linear, dtype: torch.dtype) -> Callable:
-    """``proj`` with its weight in ``dtype``: bf16 (weight, bias and features cast),
-    or int8 (``torch.qint8``: fbgemm's kernels, ``model/quantized.py``)."""
-    if dtype == torch.qint8:
-        return Int8Projection(proj.weight, proj.bias)
-    weight, bias = proj.weight.to(dtype), proj.bias.to(dtype)
-    return lambda x: F.linear(x.to(dtype), weight, bias).float()
-
-
-def _vocab_logits(dec: Decoder, feat: Tensor, setting: _VocabSetting) -> Tensor:
-    """``dec.output(feat)`` with the vocabulary projection in ``setting.dtype`` and
-    each row's ``setting.candidates`` best logits recomputed in fp32 (eval: no
-    dropout; a tied model's projection to the embedding size stays in fp32)."""
-    proj, dtype = dec.output.proj, setting.dtype
-    version = (dtype, *((p.data_ptr(), p._version) for p in (proj.weight, proj.bias)))
-    cached = _VOCAB.get(dec)
-    if cached is None or cached.version != version:
-        cached = _VocabWeights(version, _lowered_projection(proj, dtype))
-        _VOCAB[dec] = cached
-    x = dec.output.pre(feat)
-    logits = cached.project(x)  # (B, V) float32
-    m = min(setting.candidates, logits.size(-1))
-    if m > 0:
-        idx = logits.topk(m, dim=-1, sorted=False).indices  # (B, m)
-        exact = torch.bmm(proj.weight[idx], x.unsqueeze(-1)).squeeze(-1)
-        logits.scatter_(-1, idx, exact + proj.bias[idx])
-    return logits
-
-
-def forget_search_tables(model: nn.Module) -> None:
-    """Drop the search tables of every decoder in ``model``, so that the next search
-    builds them from the weights as they are now.
-
-    A weight's version catches a loaded state dict and most in-place changes, but
-    not all: torch's fused Adam (the CPU default) updates the weights without
-    bumping their versions. So whoever decodes after training steps calls this
-    first (``Translator.search`` does, once per call)."""
-    for module in model.modules():
-        _TABLES.pop(module, None)
-        _VOCAB.pop(module, None)
-
-
-def _search_tables(dec: Decoder) -> _SearchTables:
-    """The decoder's tables (matmuls over the vocabulary, once per search call),
-    rebuilt when a weight's storage or version changed (``forget_search_tables``
-    covers the changes that keep both)."""
-    params = (
-        dec.embedding.weight,
-        dec.rnn.weight_ih_l0,
-        dec.rnn.bias_ih_l0,
-        dec.feature.weight,
-        dec.feature.bias,
-    )
-    version = tuple((p.data_ptr(), p._version) for p in params)
-    cached = _TABLES.get(dec)
-    if cached is not None and cached.version == version:
-        return cached
-    emb = dec.embedding.weight  # eval: embed() is the lookup
-    w_ie = dec.rnn.weight_ih_l0[:, : emb.size(1)]
-    tables = _SearchTables(
-        version,
-        F.linear(emb, w_ie, dec.rnn.bias_ih_l0),
-        StackedGRU(dec.rnn, emb.size(1), training=False),
-        *dec._search_weights(),
-    )
-    _TABLES[dec] = tables
-    return tables
-
-
-def _context_share(
-    att: AttentionOutput, keys: Keys, w_ctx: Tensor, rows: int
-) -> tuple[Tensor, Keys]:
-    """``W c`` for every row ``(rows, ·)``, and the keys (with ``projected`` set).
-    With g > 1 hypotheses per source (beam search) and one weighted read per source
-    (not multi-head), ``W c = Σ_j α_j (W v_j)``: each source's values are projected
-    once and mixed by its beams' weights, instead of K contexts projected per step."""
-    sources = keys.mask.size(0)
-    single_read = att.head_weights is None and att.context.size(-1) > 0
-    if rows == sources or not single_read:
-        return F.linear(att.context, w_ctx), keys
-    if keys.projected is None:
-        keys = keys._replace(projected=F.linear(keys.values, w_ctx))  # (B, S, ·)
-    weights = att.weights.view(sources, rows // sources, -1)
-    mixed = torch.bmm(weights.to(keys.projected.dtype), keys.projected)
-    return mixed.flatten(0, 1), keys
 
 
 class LuongDecoder(Decoder):
@@ -615,32 +412,6 @@ class LuongDecoder(Decoder):
         feat, att = self._attentional(out[:, 0], state.keys, *self._split_feature())
         feed = feat if self.input_feeding else state.feed
         return feat, DecoderState(hidden, feed, state.keys), att
-
-    def search_features(
-        self, prev_tokens: Tensor, state: DecoderState
-    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
-        """``reference_step`` from the search tables (``_SearchTables``): the GRU's
-        input gates are the token's table row (plus h̃_{t-1} with input feeding);
-        attend with h_t; h̃_t = tanh(W_h h_t + b + the context's share)."""
-        if not _fast_search(self, prev_tokens):
-            return super().search_features(prev_tokens, state)
-        tables = _search_tables(self)
-        gi = tables.gates.index_select(0, prev_tokens)
-        hidden = tables.gru.step(gi, state.feed, list(state.hidden.unbind(0)))
-        att = attend_step(self.attention, hidden[-1], state.keys)
-        pre, keys = torch.addmm(tables.base, hidden[-1], tables.w_state), state.keys
-        if att.context.size(-1):
-            ctx, keys = _context_share(att, keys, tables.w_ctx, prev_tokens.size(0))
-            pre = pre + ctx
-        feat = torch.tanh(pre)
-        feed = feat if self.input_feeding else state.feed
-        return feat, DecoderState(torch.stack(hidden), feed, keys), att
-
-    def _search_weights(self) -> tuple[Tensor, Tensor, Tensor]:
-        """W_c [c; h] + b: the bias ``(H,)``, the context's columns ``(H, C)``, the
-        state's columns transposed ``(H, H)``."""
-        w, c = self.feature.weight, self.attention.context_size
-        return self.feature.bias, w[:, :c], w[:, c:].t()
 
     def fast_features(
         self, emb: Tensor, state: DecoderState

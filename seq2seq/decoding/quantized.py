@@ -7,7 +7,7 @@ The weight is quantized once, per output row (symmetric, so each token's logits 
 their own scale); the features are quantized per call, per tensor, to 7 bits
 (``reduce_range``: fbgemm's AVX2 kernel sums pairs of 8-bit products in 16 bits,
 which saturate at 8). The bias is added in fp32. The search recomputes each row's
-best candidates in fp32 afterwards (``decoder._vocab_logits``).
+best candidates in fp32 afterwards (``vocab.LoweredProjection``).
 """
 
 from __future__ import annotations
