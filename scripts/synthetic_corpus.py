@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -195,24 +196,30 @@ def write_split(
     return size
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What the corpus looks like besides its size."""
+
+    types: int = 200_000  # word types a language
+    heldout: int = 3000  # pairs of validation and of test
+    mean_words: float = 24.0  # words a sentence, on average
+
+
 def write_corpus(
-    folder: Path,
-    pairs: int,
-    seed: int = 0,
-    types: int = 200_000,
-    heldout: int = 3000,
-    mean_words: float = 24.0,
+    folder: Path, pairs: int, seed: int = 0, shape: Shape = Shape()
 ) -> dict[str, int]:
     """Write the three splits under ``folder``; returns each file's size in bytes."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    vocab = {lang: vocabulary(lang, types, rng) for lang in ("en", "de")}
-    cdfs = {lang: zipf_cdf(types) for lang in vocab}
+    vocab = {lang: vocabulary(lang, shape.types, rng) for lang in ("en", "de")}
+    cdfs = {lang: zipf_cdf(shape.types) for lang in vocab}
     sizes = {}
-    for split, n in (("train", pairs), ("validation", heldout), ("test", heldout)):
+    held = shape.heldout
+    for split, n in (("train", pairs), ("validation", held), ("test", held)):
         sizes[split] = write_split(
-            folder / f"{split}.jsonl", n, seed + len(split), vocab, cdfs, mean_words
-        )
+            folder / f"{split}.jsonl", n, seed + len(split), vocab, cdfs,
+            shape.mean_words,
+        )  # fmt: skip
     return sizes
 
 
@@ -224,7 +231,8 @@ def main() -> None:
     parser.add_argument("--types", type=int, default=200_000)
     parser.add_argument("--heldout", type=int, default=3000)
     args = parser.parse_args()
-    sizes = write_corpus(args.folder, args.pairs, args.seed, args.types, args.heldout)
+    shape = Shape(types=args.types, heldout=args.heldout)
+    sizes = write_corpus(args.folder, args.pairs, args.seed, shape)
     for split, size in sizes.items():
         print(f"{args.folder / (split + '.jsonl')}: {size / 1e6:.1f} MB")
 

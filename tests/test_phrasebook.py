@@ -153,3 +153,21 @@ def test_other_languages_are_refused():
     cfg.src_lang = "de"
     with pytest.raises(CorpusError, match="English–French"):
         read_corpus(cfg)
+
+
+def test_the_generated_pairs_are_those_of_the_generator_version():
+    """Prepared caches are keyed by ``GENERATOR_VERSION``, not by the generator's
+    source: a change that alters the generated pairs must bump the version (and then
+    this digest), and a change that does not (a comment, a refactoring) leaves every
+    cache valid."""
+    import hashlib
+    import json
+
+    from seq2seq.phrasebook import GENERATOR_VERSION
+
+    columns = phrasebook_columns(40, 10, 10, 1234)
+    digest = hashlib.sha256(json.dumps(columns, ensure_ascii=False).encode())
+    assert (GENERATOR_VERSION, digest.hexdigest()) == (
+        1,
+        "bc367702d810feb951877f96fd08e6164b0790b9f2933486d01ff83d21b6e699",
+    )

@@ -207,6 +207,16 @@ def clean(text: object) -> str:
     return "" if text is None else str(text).strip()
 
 
+def named_split(where: str, split: str, asked: str, present: Sequence[str]) -> str:
+    """``data.splits.<split>``'s name, which the corpus must have."""
+    if asked not in present:
+        raise CorpusError(
+            f"{where}: data.splits.{split}={asked}: no such split; "
+            f"splits present: {sorted(present)}"
+        )
+    return asked
+
+
 def aliases_of(name: str) -> list[str]:
     return [split for split, aliases in SPLIT_ALIASES.items() if name in aliases] or [
         name

@@ -25,7 +25,14 @@ from pathlib import Path
 import datasets
 from datasets import Dataset, Features, Value
 
-from seq2seq.data.corpus import SPLIT_ALIASES, SPLITS, clean, file_digest, pick_columns
+from seq2seq.data.corpus import (
+    SPLIT_ALIASES,
+    SPLITS,
+    clean,
+    file_digest,
+    named_split,
+    pick_columns,
+)
 from seq2seq.errors import CorpusError
 
 _TABLE = re.compile(r"^(?P<stem>.+)\.(?P<ext>jsonl|tsv|csv)(?:\.gz)?$")
@@ -135,12 +142,7 @@ class FolderSource:
         stems = list(self.tables) if self.tables else list(self.texts)
         asked = self.names.get(split)
         if asked is not None:
-            if asked not in stems:
-                raise CorpusError(
-                    f"{self.folder}: data.splits.{split}={asked}: no such split; "
-                    f"splits present: {sorted(stems)}"
-                )
-            return asked
+            return named_split(str(self.folder), split, asked, stems)
         aliases = SPLIT_ALIASES[split]
         exact = [s for s in stems if s in aliases]
         if exact:

@@ -26,7 +26,7 @@ from pathlib import Path
 import datasets
 from datasets import Dataset, DatasetDict
 
-from seq2seq.data.corpus import aliases_of, pick_columns
+from seq2seq.data.corpus import aliases_of, named_split, pick_columns
 from seq2seq.errors import CorpusError
 
 log = logging.getLogger(__name__)
@@ -63,12 +63,7 @@ class HubSource:
         loaded = self._loaded
         asked = self.names.get(split)
         if asked is not None:
-            if asked not in loaded:
-                raise CorpusError(
-                    f"{self.label}: data.splits.{split}={asked}: no such split; "
-                    f"splits present: {sorted(loaded)}"
-                )
-            return loaded[asked], asked
+            return loaded[named_split(self.label, split, asked, list(loaded))], asked
         names = {alias: name for name in loaded for alias in aliases_of(name)}
         if split not in names:
             raise CorpusError(
