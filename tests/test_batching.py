@@ -158,6 +158,10 @@ def test_state_dict_resume_continues_identically():
     assert resumed.state_dict()["position"] == 0
 
 
+def test_no_examples_no_batches():
+    assert list(TokenBucketSampler([], [], 100)) == []
+
+
 def test_example_over_budget_gets_its_own_batch():
     sampler = TokenBucketSampler([3, 50, 4], [3, 60, 4], batch_tokens=20, shuffle=False)
     assert [1] in list(sampler)

@@ -257,6 +257,8 @@ class TokenBucketSampler(Sampler[list[int]]):
         return share[np.lexsort((second[share], first[share]))]
 
     def _chunk(self, order: np.ndarray) -> list[np.ndarray]:
+        if len(order) == 0:
+            return []
         return np.split(order, cut(self.sizes[order], self.batch_tokens)[1:])
 
     def _balance(self, batches: list[np.ndarray], count: int) -> list[np.ndarray]:
