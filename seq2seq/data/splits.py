@@ -104,6 +104,7 @@ def encode_corpus_split(data_cfg, tokenizer: Tokenizer, split: str) -> EncodedSp
     Raises:
         CorpusError: the corpus has no such split, or the split has no pairs.
     """
+    split = str(getattr(split, "value", split))  # a command's Split choice
     if split not in SPLITS:
         raise CorpusError(f"split={split}: no such split; the corpus has {SPLITS}")
     ds = read_corpus(data_cfg, links_for=(split,), splits=(split,)).splits[split]
