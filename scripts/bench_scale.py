@@ -179,6 +179,47 @@ def plan_seconds(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> fl
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def data_memory(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> dict:
+    """What the data path itself costs a training process: private memory (RssAnon)
+    and mapped-file memory (RssFile) added by mapping the prepared cache, planning an
+    epoch and collating 20 batches, after torch is imported (no model)."""
+    code = (
+        "import re, sys\n"
+        "from pathlib import Path\n"
+        "def mem():\n"
+        "    d = dict(re.findall(r'(\\w+):\\s+(\\d+) kB', "
+        "Path('/proc/self/status').read_text()))\n"
+        "    return int(d['RssAnon']) / 1024, int(d['RssFile']) / 1024\n"
+        "import torch\n"
+        "from hydra import compose, initialize_config_dir\n"
+        "from seq2seq.config import CONFIG_DIR, register_configs\n"
+        "from seq2seq.data.batching import make_loader\n"
+        "from seq2seq.data.prepare import prepare_data, resolve_cache_root\n"
+        "register_configs()\n"
+        "with initialize_config_dir(str(CONFIG_DIR), version_base=None):\n"
+        "    cfg = compose('prepare', sys.argv[1:])\n"
+        "anon0, file0 = mem()\n"
+        "root = resolve_cache_root(cfg.data.cache_dir)\n"
+        "data = prepare_data(cfg.data, cfg.tokenizer, root)\n"
+        "assert data.cached\n"
+        f"loader = make_loader(data.splits['train'], {batch_tokens}, shuffle=True, "
+        "seed=1, sort_by='target')\n"
+        "batches = iter(loader)\n"
+        "for _ in range(20):\n"
+        "    next(batches)\n"
+        "anon1, file1 = mem()\n"
+        "print(anon1 - anon0, file1 - file0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, *data_args(corpus, cache, vocab)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    anon, mapped = map(float, out.stdout.split())
+    return {"data_anon_mb": anon, "data_file_mb": mapped}
+
+
 def train_command(corpus, cache, vocab, steps, run_dir, ranks) -> list[str]:
     args = [
         *data_args(corpus, cache, vocab),
@@ -210,11 +251,15 @@ def measure(size: int, args: argparse.Namespace) -> dict:
     if not (corpus / "test.jsonl").is_file():
         write_corpus(corpus, size)
     cache = work / f"cache_{size}"
-    if not args.keep_cache:
+    if not (args.keep_cache or args.planning_only):
         shutil.rmtree(cache, ignore_errors=True)
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     row = {"pairs": size, "corpus_mb": du_mb(corpus)}
+    if args.planning_only:  # on the cache a full run left
+        row["plan_s"] = plan_seconds(corpus, cache, args.vocab, args.batch_tokens)
+        row.update(data_memory(corpus, cache, args.vocab, args.batch_tokens))
+        return row
     prep = run(
         ["seq2seq-prepare", *data_args(corpus, cache, args.vocab)],
         logs / f"prepare_{size}.log",
@@ -222,6 +267,7 @@ def measure(size: int, args: argparse.Namespace) -> dict:
     row["prepare"] = prep
     row["cache_mb"] = du_mb(cache)
     row["plan_s"] = plan_seconds(corpus, cache, args.vocab, args.batch_tokens)
+    row.update(data_memory(corpus, cache, args.vocab, args.batch_tokens))
     for ranks in args.ranks:
         run_dir = work / f"run_{size}_{ranks}"
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -235,13 +281,14 @@ def measure(size: int, args: argparse.Namespace) -> dict:
 def table(rows: list[dict], ranks: list[int]) -> str:
     head = (
         "| pairs | corpus MB | prepare s | prepare peak RSS MB | cache MB | plan s |"
+        " data path: private MB, mapped MB |"
         + "".join(
             f" {r} rank{'s' if r > 1 else ''}: first step s, peak RSS MB, "
             "private MB, PSS MB |"
             for r in ranks
         )
     )
-    lines = [head, "|" + "---|" * (6 + len(ranks))]
+    lines = [head, "|" + "---|" * (7 + len(ranks))]
     for row in rows:
         cells = [
             f"{row['pairs']:,}",
@@ -250,6 +297,7 @@ def table(rows: list[dict], ranks: list[int]) -> str:
             f"{row['prepare']['peak_rss_mb']:.0f}",
             f"{row['cache_mb']:.0f}",
             f"{row['plan_s']:.2f}",
+            f"{row['data_anon_mb']:.0f}, {row['data_file_mb']:.0f}",
         ]
         for r in ranks:
             t = row[f"train_{r}"]
@@ -287,6 +335,12 @@ def main() -> None:
     parser.add_argument(
         "--keep-cache", action="store_true", help="reuse a prepared cache (for trying)"
     )
+    parser.add_argument(
+        "--planning-only",
+        action="store_true",
+        help="only the planning time and the data path's memory, on the caches of "
+        "an earlier run",
+    )
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
     args.ranks = [int(r) for r in args.ranks.split(",")]
@@ -294,8 +348,9 @@ def main() -> None:
     for size in (int(s) for s in args.sizes.split(",")):
         rows.append(measure(size, args))
         print(json.dumps(rows[-1]), flush=True)
-    print(table(rows, args.ranks))
-    print(growth(rows))
+    if not args.planning_only:
+        print(table(rows, args.ranks))
+        print(growth(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

@@ -139,21 +139,28 @@ def cut(sizes: np.ndarray, batch_tokens: int) -> np.ndarray:
     A batch grows while ``(k + 1) * max(sizes of its k + 1 items)`` stays within the
     budget; the first item always goes in. That product never decreases as a batch
     grows, so each batch's end is one ``searchsorted`` over a window's running
-    maximum: numpy work per batch, not Python work per example.
+    maximum: numpy work per batch, not Python work per example. The window starts at
+    about twice the previous batch and doubles until the cut falls inside it.
     """
     n = len(sizes)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    window = min(n, max(1, batch_tokens // max(int(sizes.min()), 1)) + 1)
-    starts = []
-    start = 0
+    sizes = np.asarray(sizes, dtype=np.int64)
+    most = min(n, batch_tokens // max(int(sizes.min()), 1) + 1)  # items, at most
+    counts = np.arange(1, most + 1)
+    starts, start, last = [], 0, 8
     while start < n:
         starts.append(start)
-        stop = min(n, start + window)
-        running = np.maximum.accumulate(sizes[start:stop])
-        padded = running * np.arange(1, stop - start + 1)
-        length = max(1, int(np.searchsorted(padded, batch_tokens, side="right")))
-        start += length
+        window = min(most, n - start, 2 * last + 8)
+        while True:
+            running = np.maximum.accumulate(sizes[start : start + window])
+            padded = running * counts[:window]
+            length = int(np.searchsorted(padded, batch_tokens, side="right"))
+            if length < window or window == min(most, n - start):
+                break
+            window = min(most, n - start, 2 * window)
+        last = max(1, length)
+        start += last
     return np.asarray(starts, dtype=np.int64)
 
 
@@ -254,7 +261,13 @@ class TokenBucketSampler(Sampler[list[int]]):
         first, second = self.src_lengths, self.tgt_lengths
         if self.sort_by == "target":
             first, second = second, first
-        return share[np.lexsort((second[share], first[share]))]
+        first, second = first[share].astype(np.int64), second[share]
+        if len(share) == 0:
+            return share
+        key = first * (int(second.max()) + 1) + second  # (first, second) as one
+        if key.max() < 2**15:  # numpy's stable sort of 16-bit keys is a radix sort
+            key = key.astype(np.int16)
+        return share[np.argsort(key, kind="stable")]
 
     def _chunk(self, order: np.ndarray) -> list[np.ndarray]:
         if len(order) == 0:
