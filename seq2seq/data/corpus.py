@@ -41,21 +41,17 @@ import datasets
 from datasets import Dataset, DatasetDict
 
 from seq2seq.config import Corpus, DataConfig
+from seq2seq.data.columns import CLEAN_BATCH, SPLITS, file_digest
+from seq2seq.data.files import FolderSource
+from seq2seq.data.hub import HubSource
 from seq2seq.data.links_file import read_links_file
 from seq2seq.errors import CorpusError
 
-__all__ = ["SPLITS", "CorpusError", "LoadedCorpus", "corpus_source", "read_corpus"]
+__all__ = ["CorpusError", "LoadedCorpus", "corpus_source", "read_corpus"]
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "validation", "test")
-SPLIT_ALIASES = {
-    "train": ("train",),
-    "validation": ("validation", "valid", "val", "dev"),
-    "test": ("test",),
-}
 DEFAULT_HUB_ID = "bentrevett/multi30k"
-CLEAN_BATCH = 10_000  # rows per batch of the cleaning map
 
 
 class Source(Protocol):
@@ -82,9 +78,6 @@ class LoadedCorpus:
 
 def corpus_source(cfg: DataConfig) -> Source:
     """The source of the corpus ``cfg`` names."""
-    from seq2seq.data.files import FolderSource
-    from seq2seq.data.hub import HubSource
-
     name = Corpus(cfg.name)
     if name == Corpus.phrasebook:
         return PhrasebookSource(cfg)
@@ -195,89 +188,6 @@ def _without_links(cfg: DataConfig) -> Any:
     from seq2seq.config import AlignmentFiles
 
     return replace(cfg, alignments=AlignmentFiles())
-
-
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes, read in blocks (1.4 GB/s here)."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def clean(text: object) -> str:
-    return "" if text is None else str(text).strip()
-
-
-def named_split(where: str, split: str, asked: str, present: Sequence[str]) -> str:
-    """``data.splits.<split>``'s name, which the corpus must have."""
-    if asked not in present:
-        raise CorpusError(
-            f"{where}: data.splits.{split}={asked}: no such split; "
-            f"splits present: {sorted(present)}"
-        )
-    return asked
-
-
-def aliases_of(name: str) -> list[str]:
-    return [split for split, aliases in SPLIT_ALIASES.items() if name in aliases] or [
-        name
-    ]
-
-
-def pick_columns(
-    ds: Dataset,
-    src: str,
-    tgt: str,
-    where: str,
-    work_dir: Path,
-    extra: Sequence[str] = (),
-) -> Dataset:
-    """Columns ``src`` / ``tgt`` (language columns or a ``translation`` column) as
-    cleaned ``src`` / ``tgt``, plus the ``extra`` columns present, in one pass
-    written to ``work_dir`` (never into the hub's own cache)."""
-    columns = ds.column_names
-    translation = src not in columns and tgt not in columns and "translation" in columns
-    present = _translation_languages(ds) if translation else columns
-    for lang in (src, tgt):
-        if lang not in present:
-            raise CorpusError(
-                f"{where}: no column for language {lang!r}; "
-                f"columns present: {sorted(present)}"
-            )
-    keep = [c for c in extra if c in columns]
-
-    def select(batch: dict[str, list]) -> dict[str, list]:
-        if translation:
-            pairs = batch["translation"]
-            out = {
-                "src": [clean(p.get(src)) for p in pairs],
-                "tgt": [clean(p.get(tgt)) for p in pairs],
-            }
-        else:
-            out = {
-                "src": list(map(clean, batch[src])),
-                "tgt": list(map(clean, batch[tgt])),
-            }
-        out.update({c: [clean(v) for v in batch[c]] for c in keep})
-        return out
-
-    return ds.map(
-        select,
-        batched=True,
-        batch_size=CLEAN_BATCH,
-        remove_columns=columns,
-        cache_file_name=str(work_dir / "picked.arrow"),
-        desc=f"reading {where}",
-    )
-
-
-def _translation_languages(ds: Dataset) -> list[str]:
-    feature = ds.features["translation"]
-    languages = getattr(feature, "languages", None)
-    if languages:
-        return list(languages)
-    if isinstance(feature, dict):
-        return list(feature)
-    return list(ds[0]["translation"]) if ds.num_rows else []
 
 
 # --- the built-in phrasebook ----------------------------------------------------------

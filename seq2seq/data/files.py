@@ -25,7 +25,7 @@ from pathlib import Path
 import datasets
 from datasets import Dataset, Features, Value
 
-from seq2seq.data.corpus import (
+from seq2seq.data.columns import (
     SPLIT_ALIASES,
     SPLITS,
     clean,

@@ -26,7 +26,7 @@ from pathlib import Path
 import datasets
 from datasets import Dataset, DatasetDict
 
-from seq2seq.data.corpus import aliases_of, named_split, pick_columns
+from seq2seq.data.columns import aliases_of, named_split, pick_columns
 from seq2seq.errors import CorpusError
 
 log = logging.getLogger(__name__)

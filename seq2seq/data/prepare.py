@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from seq2seq.data.batching import TokenBucketSampler, padding_fraction
+from seq2seq.data.columns import SPLITS
 from seq2seq.data.corpus import (
-    SPLITS,
     corpus_source,
     read_split,
     split_fingerprint,

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from seq2seq.data.corpus import SPLITS, CorpusError, read_corpus
+from seq2seq.data.columns import SPLITS
+from seq2seq.data.corpus import CorpusError, read_corpus
 from seq2seq.data.tokenizer import Tokenizer
 
 
