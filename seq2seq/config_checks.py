@@ -146,6 +146,11 @@ def check_data(cfg: Any, prefix: str = "data.") -> None:
         )
     if name != Corpus.phrasebook:
         check_folder(cfg.local_dir, f"{prefix}local_dir")
+    links = cfg.get("alignments") or {}
+    for split in ("train", "validation", "test"):
+        if links.get(split) is not None:
+            hint = "a file of Pharaoh links, one line per pair of the split"
+            require_file(f"{prefix}alignments.{split}", links[split], hint)
 
 
 def check_tokenizer(cfg: Any, prefix: str = "tokenizer.") -> None:

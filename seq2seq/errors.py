@@ -31,3 +31,17 @@ class InputError(UserError, ValueError):
 class CorpusError(UserError, ValueError):
     """A corpus that cannot be read as asked: names the file (and line) and what was
     expected."""
+
+
+class SplitChoiceError(CorpusError):
+    """The corpus has no split, or several, that could be ``split``: the command
+    boundary adds the setting that names one."""
+
+    def __init__(self, message: str, split: str) -> None:
+        super().__init__(message)
+        self.split = split
+
+
+class HubError(CorpusError):
+    """A hub dataset that could not be loaded: the command boundary adds how to read
+    a local folder instead."""

@@ -31,6 +31,7 @@ def _checked(command: str, *overrides: str) -> None:
         ("data.phrasebook.test_size=0", "data.phrasebook.test_size=0"),
         ("data.tgt_lang=de", "the phrasebook is English–French"),
         ("data.name=local", "needs data.local_dir=DIR"),
+        ("data.alignments.train=x.txt", "data.alignments.train=x.txt: no such file"),
         ("tokenizer.vocab_size=4", "must exceed the 4 special pieces"),
         ("tokenizer.character_coverage=0", "must be in (0, 1]"),
         (

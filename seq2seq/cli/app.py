@@ -39,7 +39,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 from seq2seq.cli.checks import check_reverse
 from seq2seq.config import CONFIG_DIR, DecodeOptions, register_configs
 from seq2seq.config_checks import check_composed, did_you_mean
-from seq2seq.errors import UserError
+from seq2seq.errors import HubError, SplitChoiceError, UserError
 
 if TYPE_CHECKING:
     from seq2seq.decoding.translator import Translator
@@ -154,7 +154,20 @@ def describe(err: BaseException) -> str:
         fix = "free some space or write elsewhere" if full else "write elsewhere"
         return f"{err.strerror or err}{where}; {fix} (hydra.run.dir=DIR, output=PATH)"
     lines = _lines(err) or [type(err).__name__]
-    return "; ".join(lines[:2])
+    return "; ".join(lines[:2]) + _setting_hint(err)
+
+
+def _setting_hint(err: BaseException) -> str:
+    """The setting that fixes a library error, which the library does not name: the
+    library speaks of splits and datasets, the commands of ``data.*`` keys."""
+    if isinstance(err, SplitChoiceError):
+        return f" (name the {err.split} split with data.splits.{err.split}=NAME)"
+    if isinstance(err, HubError):
+        return (
+            "; data.local_dir=DIR reads a folder of train/validation/test .jsonl "
+            "files instead (e.g. ../shared/data/multi30k)"
+        )
+    return ""
 
 
 def _composition(err: ConfigCompositionException) -> str:

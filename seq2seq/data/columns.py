@@ -12,7 +12,7 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from seq2seq.errors import CorpusError
+from seq2seq.errors import CorpusError, SplitChoiceError
 
 SPLITS = ("train", "validation", "test")
 SPLIT_ALIASES = {
@@ -34,11 +34,12 @@ def clean(text: object) -> str:
 
 
 def named_split(where: str, split: str, asked: str, present: Sequence[str]) -> str:
-    """``data.splits.<split>``'s name, which the corpus must have."""
+    """The name ``asked`` for ``split``, which the corpus must have."""
     if asked not in present:
-        raise CorpusError(
-            f"{where}: data.splits.{split}={asked}: no such split; "
-            f"splits present: {sorted(present)}"
+        raise SplitChoiceError(
+            f"{where}: no split named {asked!r} (asked for the {split} split); "
+            f"splits present: {sorted(present)}",
+            split,
         )
     return asked
 

@@ -33,7 +33,7 @@ from seq2seq.data.columns import (
     named_split,
     pick_columns,
 )
-from seq2seq.errors import CorpusError
+from seq2seq.errors import CorpusError, SplitChoiceError
 
 _TABLE = re.compile(r"^(?P<stem>.+)\.(?P<ext>jsonl|tsv|csv)(?:\.gz)?$")
 _TEXT = re.compile(
@@ -48,7 +48,7 @@ class FolderSource:
         self, folder: Path, names: dict[str, str | None], src: str, tgt: str
     ) -> None:
         if not folder.is_dir():
-            raise CorpusError(f"data.local_dir {folder} is not a folder")
+            raise CorpusError(f"{folder} is not a folder")
         self.folder, self.names, self.src, self.tgt = folder, names, src, tgt
         self.files = sorted(p.name for p in folder.iterdir() if p.is_file())
         self.tables = {m["stem"]: n for n in self.files if (m := _TABLE.match(n))}
@@ -151,14 +151,15 @@ class FolderSource:
         if len(suffixed) == 1:
             return suffixed[0]
         if suffixed:
-            raise CorpusError(
-                f"{self.folder}: several files could be split {split!r}: {suffixed} "
-                f"(choose one with data.splits.{split}=NAME)"
+            raise SplitChoiceError(
+                f"{self.folder}: several files could be split {split!r}: {suffixed}",
+                split,
             )
-        raise CorpusError(
+        raise SplitChoiceError(
             f"{self.folder}: missing split {split!r}: expected {split}.jsonl|tsv|csv "
             f"or {split}.<lang>[.gz] (names accepted: {', '.join(aliases)}); "
-            f"files present: {self.files}"
+            f"files present: {self.files}",
+            split,
         )
 
 

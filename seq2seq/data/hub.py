@@ -12,7 +12,8 @@ nothing is copied into Python lists. A split's fingerprint is the dataset's own
 Without a network, ``datasets.load_dataset`` retries for about 23 s before failing:
 the hub is first asked once, with a short timeout; when it does not answer, only the
 local Hugging Face cache is searched (offline mode), so a cached copy still loads and
-a missing one fails in a second, naming ``data.local_dir`` as the way around the hub.
+a missing one fails in a second (the command then names a local folder as the way
+around the hub).
 """
 
 from __future__ import annotations
@@ -27,15 +28,11 @@ import datasets
 from datasets import Dataset, DatasetDict
 
 from seq2seq.data.columns import aliases_of, named_split, pick_columns
-from seq2seq.errors import CorpusError
+from seq2seq.errors import HubError, SplitChoiceError
 
 log = logging.getLogger(__name__)
 
 HUB_PROBE_SECONDS = 3.0
-NO_HUB = (
-    "set data.local_dir to a folder with train/validation/test .jsonl files "
-    "(e.g. ../shared/data/multi30k) to read the corpus without the hub"
-)
 
 
 class HubSource:
@@ -66,9 +63,9 @@ class HubSource:
             return loaded[named_split(self.label, split, asked, list(loaded))], asked
         names = {alias: name for name in loaded for alias in aliases_of(name)}
         if split not in names:
-            raise CorpusError(
-                f"{self.label}: no split {split!r}; splits present: {sorted(loaded)} "
-                f"(name one with data.splits.{split}=NAME)"
+            raise SplitChoiceError(
+                f"{self.label}: no split {split!r}; splits present: {sorted(loaded)}",
+                split,
             )
         return loaded[names[split]], names[split]
 
@@ -111,7 +108,7 @@ def load_from_hub(hub_id: str, hub_config: str | None = None) -> DatasetDict:
         return _load(hub_id, hub_config, None)
     log.warning(
         "the Hugging Face hub is unreachable (%s): looking for %s in the local cache "
-        "only; data.local_dir=DIR reads a folder instead",
+        "only",
         reason,
         hub_id,
     )
@@ -128,13 +125,12 @@ def _load(hub_id: str, hub_config: str | None, unreachable: str | None) -> Datas
         return datasets.load_dataset(hub_id, hub_config)
     except (ConnectionError, OSError, ValueError) as err:
         if unreachable is not None:
-            raise CorpusError(
+            raise HubError(
                 f"could not load the dataset {hub_id!r}: the Hugging Face hub is "
-                f"unreachable ({unreachable}) and it is not in the local cache; "
-                f"{NO_HUB}"
+                f"unreachable ({unreachable}) and it is not in the local cache"
             ) from err
-        raise CorpusError(
+        raise HubError(
             f"could not load the dataset {hub_id!r}"
             f"{f' (configuration {hub_config!r})' if hub_config else ''} from the "
-            f"Hugging Face hub ({type(err).__name__}: {err}); {NO_HUB}"
+            f"Hugging Face hub ({type(err).__name__}: {err})"
         ) from err

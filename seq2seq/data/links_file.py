@@ -29,7 +29,7 @@ def read_links_file(
     ``src_texts`` / ``tgt_texts``), each checked against its pair's word counts."""
     path = Path(path)
     if not path.is_file():
-        raise LinksFileError(f"data.alignments.{split}={path}: no such file")
+        raise LinksFileError(f"{path}: no such links file (for the {split} split)")
     lines = path.read_text(encoding="utf-8").splitlines()
     if len(lines) != len(src_texts):
         raise LinksFileError(
