@@ -7,7 +7,7 @@ outputs against the CPU's, and an exact resume after ``kill -9`` that must resto
 the CUDA generator (dropout draws from it). The CUDA cases of the cuDNN GRU and of
 the compiled loop in isolation are the ``cuda`` parameters of ``test_decoder.py`` and
 ``test_compile.py``. The conftest turns TF32 off for these tests, so fp32 on CUDA
-compares with the CPU; the kill -9 runs go through ``seq2seq-train`` as users run it.
+compares with the CPU; the kill -9 runs go through ``seq2seq-train``'s entry point.
 """
 
 from __future__ import annotations
@@ -171,9 +171,12 @@ def test_search_on_cuda_gives_the_cpus_outputs(trained, beam_size):
 
 
 def _train_command(run: Path, cache: Path, *overrides: str) -> list[str]:
-    script = Path(sys.executable).parent / "seq2seq-train"
+    # seq2seq-train's entry point, wherever pip put the script (the GPU image's python
+    # may not hold its scripts beside itself)
     return [
-        str(script),
+        sys.executable,
+        "-c",
+        "from seq2seq.cli.train import main; main()",
         *TINY,
         f"data.cache_dir={cache}",
         "trainer.device=cuda",
