@@ -36,6 +36,15 @@ def _batch(b: int, s: int, t: int, seed: int):
     return src, lengths, mask, tgt_in
 
 
+def _needs_toolchain(device: str) -> None:
+    """Skip, saying what is missing, where torch.compile cannot build kernels (a C++
+    compiler on CPU, Triton on CUDA)."""
+    try:
+        check_compile_toolchain(torch.device(device))
+    except RuntimeError as err:
+        pytest.skip(str(err))
+
+
 def _on(device, batch):
     return tuple(t.to(device) for t in batch)
 
@@ -51,6 +60,7 @@ def _logits_and_grads(model, batch):
 )
 def test_compiled_step_loop_equals_eager_for_every_batch_shape(attention, style):
     """(On CUDA, tests/test_gpu.py trains with the compiled loop in either mode.)"""
+    _needs_toolchain("cpu")
     torch.manual_seed(0)
     model = build_model(tiny_config(attention, style, feeding=True), V_SRC, V_TGT)
     model.eval()  # no dropout: inductor draws other random numbers than eager
@@ -136,6 +146,7 @@ def test_reduce_overhead_step_loop_equals_eager(attention, device):
     """``compile_mode=reduce-overhead`` with ``compile_bucket``: the compiled, padded
     loop gives eager's loss, attention and gradients (CUDA graphs on CUDA; on CPU
     the same compiled code without them)."""
+    _needs_toolchain(device)
     torch.manual_seed(0)
     model = build_model(tiny_config(attention, feeding=True), V_SRC, V_TGT)
     model.to(device).eval()  # no dropout: inductor draws other random numbers
@@ -155,6 +166,7 @@ def test_compile_step_loop_refuses_an_unknown_mode():
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
 def test_trainer_compile_flag_trains(tmp_path, mode):
+    _needs_toolchain("cpu")
     cfg = tiny_train_config(
         tmp_path / "cache",
         "trainer.compile=true",
