@@ -6,10 +6,15 @@ after a warm-up, then times one full validation (loss + greedy decoding + BLEU).
     python scripts/bench_train.py --steps 150 --threads 2
     python scripts/bench_train.py --attention luong_general --no-input-feeding
     python scripts/bench_train.py --compare-compile --batch-tokens 1152
+    python scripts/bench_train.py --compare-compile \
+        --compile-modes default,reduce-overhead
+    python scripts/bench_train.py --experiment wmt14_en_de --corpus /tmp/wmt_synth \
+        --no-validation --batch-tokens 16384 data=local  # WMT's model, synthetic data
 
 ``--compare-compile`` times ``trainer.compile`` instead: the same batches train with
-the eager and the compiled step loop, alternating in random order in one process (so
-the machine's drift hits both alike), and it prints the paired speed-up.
+the eager and the compiled step loop (each of ``--compile-modes``), alternating in
+random order in one process (so the machine's drift hits all alike), and it prints
+each mode's paired speed-up over eager.
 """
 
 from __future__ import annotations
@@ -43,6 +48,15 @@ from seq2seq.training.validation import validate  # noqa: E402
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--corpus", default=str(ROOT.parent / "shared/data/multi30k"))
+    p.add_argument(
+        "--experiment",
+        default="multi30k_de_en",
+        help="the experiment whose model and data settings train (with --corpus as "
+        "data.local_dir; add data=local for a corpus other than Multi30k)",
+    )
+    p.add_argument(
+        "--no-validation", action="store_true", help="time the training steps only"
+    )
     p.add_argument("--steps", type=int, default=150, help="timed steps")
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--window", type=int, default=25, help="steps per throughput window")
@@ -58,6 +72,12 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--batches", type=int, default=8, help="--compare-compile batches")
     p.add_argument("--rounds", type=int, default=3, help="--compare-compile rounds")
+    p.add_argument(
+        "--compile-modes",
+        default="default",
+        help="--compare-compile: torch.compile modes to time against eager, "
+        "comma-separated (default, reduce-overhead)",
+    )
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides")
     return p.parse_args()
 
@@ -65,7 +85,7 @@ def parse_args() -> argparse.Namespace:
 def build_trainer(args) -> Trainer:
     register_configs()
     overrides = [
-        "experiment=multi30k_de_en",
+        f"experiment={args.experiment}",
         "model.tie_embeddings=false",  # the reference model of docs/performance.md
         f"data.local_dir={args.corpus}",
         f"model/attention={args.attention}",
@@ -113,42 +133,52 @@ def timed_windows(trainer: Trainer, args) -> list[float]:
 
 
 def compare_compile(trainer: Trainer, args) -> None:
-    """Eager vs compiled step loop: every batch trains once with each, in random
-    order; prints tokens/s medians and the median paired speed-up."""
+    """Eager vs the step loop compiled in each of ``--compile-modes``: every batch
+    trains once with each, in random order; prints tokens/s medians and each mode's
+    median paired speed-up over eager."""
     check_compile_toolchain(trainer.device)
-    decoder = trainer.model.decoder
+    model, decoder = trainer.model, trainer.model.decoder
     if not decoder.has_step_loop:
         raise SystemExit("this decoder has no step loop: nothing to compile")
+    modes = [m.strip() for m in args.compile_modes.split(",") if m.strip()]
+    bucket = int(trainer.cfg.trainer.compile_bucket)
     sync = torch.cuda.synchronize if trainer.device.type == "cuda" else lambda: None
     groups = list(itertools.islice(trainer._micro_batches(), args.batches))
 
-    def timed(compiled: bool, group) -> tuple[int, float]:
-        decoder.compile_loop = compiled
+    def timed(mode: str, group) -> tuple[int, float]:
+        decoder.compile_loop = False
+        if mode != "eager":
+            model.compile_step_loop(mode, bucket)
         sync()
         start = time.perf_counter()
         stats = trainer.train_step(group)
         sync()
         return (stats or {"tokens": 0})["tokens"], time.perf_counter() - start
 
-    first = timed(True, groups[0])[1]  # includes the compilation
+    first = {mode: timed(mode, groups[0])[1] for mode in modes}  # the compilations
     for group in groups[:3]:  # warm-up: caches, any second graph (strides, grad mode)
-        timed(False, group), timed(True, group)
-    times: dict[bool, list[tuple[int, float]]] = {False: [], True: []}
+        for mode in ["eager", *modes]:
+            timed(mode, group)
+    times: dict[str, list[tuple[int, float]]] = {m: [] for m in ["eager", *modes]}
     rng = random.Random(0)
     for _ in range(args.rounds):
         for group in groups:
-            for compiled in rng.sample([False, True], 2):
-                times[compiled].append(timed(compiled, group))
+            for mode in rng.sample(list(times), len(times)):
+                times[mode].append(timed(mode, group))
     rate = {k: statistics.median(n / t for n, t in v) for k, v in times.items()}
-    ratios = [e[1] / c[1] for e, c in zip(times[False], times[True], strict=True)]
-    q1, _, q3 = statistics.quantiles(ratios, n=4)
-    print(
+    head = (
         f"{trainer.device} ({args.threads} threads) {args.attention} "
-        f"precision={trainer.cfg.trainer.precision} batch_tokens={args.batch_tokens}: "
-        f"first compiled step {first:.1f} s; eager {rate[False]:,.0f} tok/s, "
-        f"compiled {rate[True]:,.0f} tok/s; paired speed-up "
-        f"x{statistics.median(ratios):.3f} (IQR {q1:.3f}-{q3:.3f}, n={len(ratios)})"
+        f"precision={trainer.cfg.trainer.precision} batch_tokens={args.batch_tokens}"
     )
+    print(f"{head}: eager {rate['eager']:,.0f} tok/s")
+    for mode in modes:
+        ratios = [e[1] / c[1] for e, c in zip(times["eager"], times[mode], strict=True)]
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        print(
+            f"{head}: compile mode={mode} (bucket {bucket}): first compiled step "
+            f"{first[mode]:.1f} s; {rate[mode]:,.0f} tok/s; paired speed-up "
+            f"x{statistics.median(ratios):.3f} (IQR {q1:.3f}-{q3:.3f}, n={len(ratios)})"
+        )
 
 
 def main() -> None:
@@ -159,11 +189,13 @@ def main() -> None:
         compare_compile(trainer, args)
         return
     rates = timed_windows(trainer, args)
-    t0 = time.perf_counter()
-    metrics = validate(
-        trainer.translator, trainer.data, trainer.cfg, trainer.tracker, 0
-    )
-    valid_s = time.perf_counter() - t0
+    valid = "-", "-"
+    if not args.no_validation:
+        t0 = time.perf_counter()
+        metrics = validate(
+            trainer.translator, trainer.data, trainer.cfg, trainer.tracker, 0
+        )
+        valid = f"{time.perf_counter() - t0:.1f}", f"{metrics['bleu']:.2f}"
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     gpu_mb = (
         torch.cuda.max_memory_allocated() / 2**20
@@ -172,7 +204,7 @@ def main() -> None:
     )
     print(
         f"| device | attention | input feeding | params | train tok/s (median of "
-        f"{len(rates)}) | min–max | validation s (1,014 sent.) | valid BLEU | "
+        f"{len(rates)}) | min–max | validation s | valid BLEU | "
         "peak RSS MB | peak GPU MB |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -180,7 +212,7 @@ def main() -> None:
         f"| {trainer.device} ({args.threads} threads) | {args.attention} | "
         f"{not args.no_input_feeding} | {trainer.n_params:,} | "
         f"{statistics.median(rates):,.0f} | {min(rates):,.0f}–{max(rates):,.0f} | "
-        f"{valid_s:.1f} | {metrics['bleu']:.2f} | {rss_mb:,.0f} | {gpu_mb:,.0f} |"
+        f"{valid[0]} | {valid[1]} | {rss_mb:,.0f} | {gpu_mb:,.0f} |"
     )
 
 

@@ -1,28 +1,43 @@
 #!/usr/bin/env bash
 # The prepared GPU check, for a bare CUDA machine with no package registry (the device
 # tool's H200): installs the project offline from gpu/ (built here by
-# scripts/gpu_wheels.sh), then runs, within GPU_CHECK_BUDGET_S (460 s) in all, the
-# install included:
-#   1. the CUDA tests (pytest -m gpu);
+# scripts/gpu_wheels.sh), then runs, within GPU_CHECK_BUDGET_S (540 s) in all, the
+# install included, these parts in this order (a part's cap in brackets):
+#   1. the CUDA tests (pytest -m gpu; 14 tests, 4 of them compile) [180 s];
 #   2. the model bench on CUDA (every attention x style: train tok/s, greedy and beam-5
-#      sent/s, peak GPU memory);
-#   3. one Multi30k de->en training of 3 epochs (seconds per epoch, validation BLEU);
+#      sent/s, peak GPU memory) [120 s];
+#   3. one Multi30k de->en training of 3 epochs (seconds per epoch, validation BLEU)
+#      [150 s];
 #   4. the end-to-end training bench of the reference model (additive, input feeding)
 #      and of the recipe's model (Luong general, no input feeding, tied embeddings):
-#      bf16 and fp32 at batch budgets of GPU_CHECK_BATCH_TOKENS (2048 8192 32768);
-#   5. trainer.compile: the eager against the compiled step loop (reference model, bf16;
-#      the recipe's decoder has no step loop to compile).
-# Each part runs under `timeout` (its own cap, and never past the budget); a failed part
-# does not stop the next; the exit status is non-zero if any part failed or was skipped.
-# Results: $OUT/summary.txt and one log per part (7 files; the device tool brings back 8).
+#      bf16 at batch budgets of GPU_CHECK_BATCH_TOKENS (8192 32768), and the reference
+#      model at fp32 with the first [40 s each];
+#   5. trainer.compile: the eager against the step loop compiled in the default mode
+#      and in reduce-overhead (CUDA graphs, trainer.compile_bucket) (reference model,
+#      bf16; the recipe's decoder has no step loop to compile) [120 s];
+#   6. WMT-shaped: GPU_CHECK_WMT_PAIRS (200000) synthetic pairs written
+#      (scripts/synthetic_corpus.py) [40 s] and prepared at experiment=wmt14_en_de's
+#      32k pieces [90 s], then its model trained at bf16 with batches of
+#      GPU_CHECK_WMT_TOKENS (16384 65536) target tokens [60 s each]: tokens/s, peak
+#      GPU memory.
+# Each part runs under `timeout` (its own cap, and never past the budget); a part that
+# would start with under 20 s left is skipped. A failed part does not stop the next;
+# the exit status is non-zero if any part failed or was skipped.
+# GPU_CHECK_RECIPE=1 runs one part instead: the full multi30k_de_en recipe on CUDA
+# (its whole schedule, bounded by trainer.max_minutes to what the budget leaves), then
+# beam-5 scores on test2016.
+# Results: $OUT/summary.txt and one log per part (at most 8 files, what the device
+# tool brings back).
 #
-#   device tool:  run(command="bash scripts/gpu_check.sh", carry=["gpu"], timeout_s=540)
+#   device tool:  run(command="bash scripts/gpu_check.sh", carry=["gpu"], timeout_s=600)
+#                 run(command="GPU_CHECK_RECIPE=1 bash scripts/gpu_check.sh", ...)
 #   anywhere:     bash scripts/gpu_check.sh --install-only   # offline install + imports
 #
 # Without a CUDA device it stops within seconds, before installing anything.
 # Environment: PYTHON (python3), OUT (/tmp/seq2seq-gpu-check), SEQ2SEQ_GPU_WHEELS
 # (gpu/wheels), SEQ2SEQ_MULTI30K (gpu/multi30k), GPU_CHECK_WORK (/tmp/seq2seq-gpu-work),
-# GPU_CHECK_BUDGET_S, GPU_CHECK_BATCH_TOKENS.
+# GPU_CHECK_BUDGET_S, GPU_CHECK_BATCH_TOKENS, GPU_CHECK_WMT_PAIRS,
+# GPU_CHECK_WMT_TOKENS, GPU_CHECK_RECIPE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -31,8 +46,11 @@ wheels="${SEQ2SEQ_GPU_WHEELS:-gpu/wheels}"
 corpus="${SEQ2SEQ_MULTI30K:-gpu/multi30k}"
 out="${OUT:-/tmp/seq2seq-gpu-check}"
 work="${GPU_CHECK_WORK:-/tmp/seq2seq-gpu-work}"
-budget="${GPU_CHECK_BUDGET_S:-460}"
-batch_tokens="${GPU_CHECK_BATCH_TOKENS:-2048 8192 32768}"
+budget="${GPU_CHECK_BUDGET_S:-540}"
+batch_tokens="${GPU_CHECK_BATCH_TOKENS:-8192 32768}"
+wmt_pairs="${GPU_CHECK_WMT_PAIRS:-200000}"
+wmt_tokens="${GPU_CHECK_WMT_TOKENS:-16384 65536}"
+recipe="${GPU_CHECK_RECIPE:-0}"
 carry_hint='run scripts/gpu_wheels.sh first and carry gpu/ (device tool: run(command="bash scripts/gpu_check.sh", carry=["gpu"]))'
 
 die() { echo "gpu_check: $*" >&2; exit 2; }
@@ -149,9 +167,22 @@ part() {  # part NAME CAP_S LOG CMD...: CMD under min(CAP_S, time left), log app
     fi
 }
 cache="data.cache_dir=$work/cache"
+logs=(hydra.job_logging.formatters.simple.datefmt=null trainer.progress=false)
 
-part "pytest -m gpu" 60 "$out/pytest.txt" \
-    "$py" -m pytest -q -m gpu -p no:cacheprovider tests
+if [[ "$recipe" == 1 ]]; then
+    # The full recipe, its training bounded to what the budget leaves after 150 s
+    # for the final validation, the checkpoint average and the beam-5 test scores.
+    minutes=$(((deadline - SECONDS - 150) / 60))
+    ((minutes >= 1)) || die "too little budget left for the recipe ($((deadline - SECONDS)) s)"
+    rm -rf "$work/recipe"
+    part "recipe multi30k_de_en" $((deadline - SECONDS)) "$out/recipe.txt" \
+        seq2seq-train experiment=multi30k_de_en data.local_dir="$corpus" \
+        trainer.device=cuda trainer.max_minutes="$minutes" evaluate_test=true \
+        "$cache" hydra.run.dir="$work/recipe" "${logs[@]}"
+else
+
+part "pytest -m gpu" 180 "$out/pytest.txt" \
+    "$py" -m pytest -q -m gpu -p no:cacheprovider --durations=20 tests
 
 part "bench_model cuda" 120 "$out/bench_model.txt" \
     "$py" scripts/bench_model.py --device cuda
@@ -159,10 +190,11 @@ part "bench_model cuda" 120 "$out/bench_model.txt" \
 rm -rf "$work/train"
 part "train multi30k_de_en 3 epochs" 150 "$out/train.txt" \
     seq2seq-train experiment=multi30k_de_en data.local_dir="$corpus" \
-    trainer.max_epochs=3 trainer.device=cuda trainer.progress=false evaluate_test=true \
-    "$cache" hydra.run.dir="$work/train" hydra.job_logging.formatters.simple.datefmt=null
+    trainer.max_epochs=3 trainer.device=cuda evaluate_test=true \
+    "$cache" hydra.run.dir="$work/train" "${logs[@]}"
 
 bench=("$py" scripts/bench_train.py --device cuda --corpus "$corpus")
+first_tokens=${batch_tokens%% *}
 for precision in bf16 fp32; do
     for model in reference recipe; do
         if [[ $model == reference ]]; then
@@ -172,16 +204,40 @@ for precision in bf16 fp32; do
             extra=(model.tie_embeddings=true)
         fi
         for tokens in $batch_tokens; do
-            part "bench_train $model $precision $tokens" 45 "$out/bench_train.txt" \
-                "${bench[@]}" --steps 60 --warmup 10 --window 20 --batch-tokens "$tokens" \
+            # fp32: the reference model at the first budget only (the time goes to
+            # the compile and WMT parts)
+            [[ $precision == fp32 && ($model == recipe || $tokens != "$first_tokens") ]] \
+                && continue
+            part "bench_train $model $precision $tokens" 40 "$out/bench_train.txt" \
+                "${bench[@]}" --steps 40 --warmup 10 --window 20 --batch-tokens "$tokens" \
                 "${opts[@]}" "${extra[@]}" trainer.precision="$precision" "$cache"
         done
     done
 done
 
 part "bench_train compile reference bf16 8192" 120 "$out/bench_compile.txt" \
-    "${bench[@]}" --compare-compile --batches 8 --rounds 3 --batch-tokens 8192 \
+    "${bench[@]}" --compare-compile --compile-modes default,reduce-overhead \
+    --batches 6 --rounds 2 --batch-tokens 8192 \
     --attention bahdanau trainer.precision=bf16 "$cache"
+
+# WMT-shaped: written here (16 cores: seconds), not carried; one cache for both budgets.
+wmt="$work/wmt"
+rm -rf "$wmt"
+wmt_data=(experiment=wmt14_en_de data=local data.local_dir="$wmt/corpus"
+    data.cache_dir="$wmt/cache")
+part "wmt synthetic corpus $wmt_pairs pairs" 40 "$out/wmt.txt" \
+    "$py" scripts/synthetic_corpus.py "$wmt/corpus" --pairs "$wmt_pairs" --heldout 1000
+part "wmt prepare 32k pieces" 90 "$out/wmt.txt" \
+    seq2seq-prepare "${wmt_data[@]}" hydra.run.dir="$wmt/prepare" \
+    hydra.job_logging.formatters.simple.datefmt=null
+for tokens in $wmt_tokens; do
+    part "bench_train wmt14_en_de bf16 $tokens" 60 "$out/wmt.txt" \
+        "$py" scripts/bench_train.py --device cuda --experiment wmt14_en_de \
+        --corpus "$wmt/corpus" --no-validation --steps 20 --warmup 5 --window 10 \
+        --batch-tokens "$tokens" data=local data.cache_dir="$wmt/cache" \
+        trainer.precision=bf16
+done
+fi
 
 # 5. The summary.
 "$py" - "$out" "$parts" "$gpu" "$budget" "$SECONDS" >"$out/summary.txt" <<'EOF'
@@ -206,34 +262,61 @@ print(parts.read_text().rstrip() or "(none ran)")
 print("\n## model bench (bench_model.py --device cuda; bf16 autocast)")
 print("\n".join(x for x in read("bench_model.txt") if " | " in x or "-+-" in x) or "-")
 
-print("\n## training bench (bench_train.py: 60 timed steps after 10, windows of 20)")
-label = None
-for line in read("bench_train.txt"):
-    if m := re.match(r"=== (bench_train \S+ \S+ \d+) \(", line):
-        label = m.group(1)
-    elif line.startswith("| cuda") and label:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        print(f"{label}: {cells[4]} tok/s (min-max {cells[5]}), validation "
-              f"{cells[6]} s, BLEU {cells[7]}, peak GPU {cells[9]} MB")
+def bench_rows(name):
+    """(part label, table cells) of each bench_train.py result row in log ``name``."""
+    label = None
+    for line in read(name):
+        if m := re.match(r"=== (bench_train \S+ \S+ \d+) \(", line):
+            label = m.group(1)
+        elif line.startswith("| cuda") and label:
+            yield label, [c.strip() for c in line.strip("|").split("|")]
+
+
+print("\n## training bench (bench_train.py: 40 timed steps after 10, windows of 20)")
+for label, cells in bench_rows("bench_train.txt"):
+    print(f"{label}: {cells[4]} tok/s (min-max {cells[5]}), validation "
+          f"{cells[6]} s, BLEU {cells[7]}, peak GPU {cells[9]} MB")
 for line in read("bench_compile.txt"):
-    if "paired speed-up" in line:
+    if "batch_tokens=" in line and "tok/s" in line:  # eager, then each mode
         print("compile:", line)
 
-print("\n## Multi30k de->en, 3 epochs (seq2seq-train experiment=multi30k_de_en)")
-stamp = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]"
-previous = None
-for line in read("train.txt"):
-    m = re.match(stamp, line)
-    when = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f") if m else None
-    if when and "] - model: " in line:
-        previous = when
-    elif when and (v := re.search(r"step (\d+) \| valid .*?BLEU ([\d.]+)", line)):
-        took = f"{(when - previous).total_seconds():.1f} s" if previous else "?"
-        print(f"epoch to step {v.group(1)}: {took} (training + greedy validation), "
-              f"valid BLEU {v.group(2)}")
-        previous = when
-    elif line.startswith(("test:", "stopped:")):
+print("\n## WMT-shaped synthetic corpus (experiment=wmt14_en_de's model, bf16; "
+      "20 timed steps after 5)")
+keep = (r"\S+\.jsonl: [\d.]+ MB", r"vocabulary \(", r"(train|validation|test) +\d+ ",
+        r"train batches at", r"prepared and cached in")
+for line in read("wmt.txt"):
+    if any(re.match(k, line) for k in keep):
         print(line)
+for label, cells in bench_rows("wmt.txt"):
+    print(f"{label}: {cells[4]} target tok/s (min-max {cells[5]}), "
+          f"{cells[3]} parameters, peak GPU {cells[9]} MB")
+
+
+def epochs(name):
+    """Seconds and validation BLEU of each epoch of a seq2seq-train log."""
+    stamp = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]"
+    previous = None
+    for line in read(name):
+        m = re.match(stamp, line)
+        when = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f") if m else None
+        if when and "] - model: " in line:
+            previous = when
+        elif when and (v := re.search(r"step (\d+) \| valid .*?BLEU ([\d.]+)", line)):
+            took = f"{(when - previous).total_seconds():.1f} s" if previous else "?"
+            print(f"epoch to step {v.group(1)}: {took} (training + greedy "
+                  f"validation), valid BLEU {v.group(2)}")
+            previous = when
+        elif line.startswith(("test:", "stopped:")) or "training stopped" in line:
+            print(line)
+
+
+if read("train.txt"):
+    print("\n## Multi30k de->en, 3 epochs (seq2seq-train experiment=multi30k_de_en)")
+    epochs("train.txt")
+if read("recipe.txt"):
+    print("\n## Multi30k de->en, the full recipe (seq2seq-train "
+          "experiment=multi30k_de_en; test = test2016)")
+    epochs("recipe.txt")
 
 print("\n## pytest -m gpu")
 tally = r"\d+ (passed|failed|errors?|skipped|deselected)|no tests ran"

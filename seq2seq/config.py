@@ -78,6 +78,9 @@ Precision = choice("Precision", "auto", "fp32", "bf16", "fp16")
 # of fp32, int8 and (where native) bf16, timed once; else the model's precision.
 VocabPrecision = choice("VocabPrecision", "auto", "fp32", "bf16", "int8")
 NonFinite = choice("NonFinite", "skip", "stop")
+# torch.compile's mode for the step loop (trainer.compile): default, or
+# reduce-overhead (CUDA graphs on CUDA), spelled as torch spells them.
+CompileMode = choice("CompileMode", "default", "reduce-overhead")
 AlignFormat = choice("AlignFormat", "png", "html", "terminal", "pharaoh", "json", "npy")
 # How two directions' word alignments combine (alignment/symmetrize.py): three rules
 # over their links, or `geometric` over their attention.
@@ -284,6 +287,12 @@ class TrainerConfig:
     # torch.compile the decoder's step loop body (Bahdanau, Luong with input feeding):
     # one compilation at the first step (13-15 s on 2 CPU cores), then fused kernels
     compile: bool = False
+    # torch.compile's mode for it: default, or reduce-overhead (CUDA graphs, one
+    # recorded per loop shape; on CPU the same as default)
+    compile_mode: CompileMode = CompileMode.default
+    # under reduce-overhead: the loop's batch size and source length padded up to
+    # multiples of this (masked; 0: no padding), so that few graphs are recorded
+    compile_bucket: int = 8
     max_epochs: int = 20
     max_steps: int | None = None
     max_minutes: float | None = None  # wall-clock budget for training

@@ -239,17 +239,29 @@ def check_trainer(cfg: Any, prefix: str = "trainer.") -> None:
     check_values(cfg, prefix, dict.fromkeys(ones, AT_LEAST_1))
     positive = ("max_minutes", "clip_grad_norm", "teacher_forcing.k")
     counts = ("guided_alignment", "rdrop", "alignment_samples", "keep_last")
+    counts += ("compile_bucket",)
     check_values(cfg, prefix, dict.fromkeys(positive, POSITIVE))
     check_values(cfg, prefix, dict.fromkeys(counts, NON_NEGATIVE))
     rates = {"label_smoothing": RATE, "ema_decay": RATE}
     rates["teacher_forcing.min_ratio"] = FRACTION
     check_values(cfg, prefix, rates)
+    check_compile_mode(cfg, prefix)
     if cfg.resume_from is not None:
         require_file(
             f"{prefix}resume_from",
             cfg.resume_from,
             "give a checkpoints/last.pt of an earlier run",
         )
+
+
+def check_compile_mode(cfg: Any, prefix: str = "trainer.") -> None:
+    """``compile_mode`` other than default asks for a compiled loop."""
+    mode = str(getattr(cfg, "compile_mode", "default"))
+    require(
+        mode == "default" or bool(getattr(cfg, "compile", False)),
+        f"{prefix}compile_mode={mode} needs {prefix}compile=true "
+        f"(or leave {prefix}compile_mode=default)",
+    )
 
 
 def check_composed(cfg: DictConfig) -> None:

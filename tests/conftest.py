@@ -7,11 +7,45 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import DictConfig
 
 from seq2seq.config_checks import check_composed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked ``gpu`` skip without a CUDA device (``scripts/gpu_check.sh`` runs
+    them with ``pytest -m gpu`` on one)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (pytest -m gpu on a GPU)")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fp32_without_tf32(request):
+    """On CUDA, fp32 matmuls and cuDNN in full fp32 (no TF32) for the ``gpu`` tests,
+    so that CUDA's fp32 results compare with the CPU's; restored afterwards."""
+    if request.node.get_closest_marker("gpu") is None:
+        yield
+        return
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+# ``@pytest.mark.parametrize("device", DEVICES)``: a test that must hold on either
+# device, its CUDA case marked ``gpu``.
+DEVICES = [
+    pytest.param("cpu", id="cpu"),
+    pytest.param("cuda", marks=pytest.mark.gpu, id="cuda"),
+]
 
 
 def check_command(command: str, cfg: DictConfig) -> None:

@@ -2,7 +2,11 @@
 
 The compiled body must compute what the eager one does, in value and gradient, and
 one compilation must serve every batch shape (token buckets vary the batch size and
-the source length from batch to batch)."""
+the source length from batch to batch). Under ``trainer.compile_mode=reduce-overhead``
+the loop's batch and source length are padded to ``trainer.compile_bucket``
+multiples: the padding must change neither the logits, the attention, the loss nor
+the gradients. (On CPU reduce-overhead records no CUDA graphs; ``tests/test_gpu.py``
+runs it on CUDA.)"""
 
 from __future__ import annotations
 
@@ -11,9 +15,12 @@ import torch
 from torch.testing import assert_close
 
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID
+from seq2seq.model import decoder as decoder_module
+from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
 from seq2seq.training import runtime
 from seq2seq.training.runtime import check_compile_toolchain
+from tests.conftest import DEVICES
 from tests.helpers import build_trainer, tiny_train_config
 from tests.test_decoder import V_SRC, V_TGT, tiny_config
 
@@ -29,6 +36,19 @@ def _batch(b: int, s: int, t: int, seed: int):
     return src, lengths, mask, tgt_in
 
 
+def _needs_toolchain(device: str) -> None:
+    """Skip, saying what is missing, where torch.compile cannot build kernels (a C++
+    compiler on CPU, Triton on CUDA)."""
+    try:
+        check_compile_toolchain(torch.device(device))
+    except RuntimeError as err:
+        pytest.skip(str(err))
+
+
+def _on(device, batch):
+    return tuple(t.to(device) for t in batch)
+
+
 def _logits_and_grads(model, batch):
     out = model(*batch)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -39,6 +59,8 @@ def _logits_and_grads(model, batch):
     ("attention", "style"), [("bahdanau", None), ("luong_general", None)]
 )
 def test_compiled_step_loop_equals_eager_for_every_batch_shape(attention, style):
+    """(On CUDA, tests/test_gpu.py trains with the compiled loop in either mode.)"""
+    _needs_toolchain("cpu")
     torch.manual_seed(0)
     model = build_model(tiny_config(attention, style, feeding=True), V_SRC, V_TGT)
     model.eval()  # no dropout: inductor draws other random numbers than eager
@@ -59,16 +81,104 @@ def test_compiled_step_loop_equals_eager_for_every_batch_shape(attention, style)
             assert_close(g, r, rtol=1e-4, atol=1e-5)
 
 
-def test_trainer_compile_flag_trains(tmp_path):
+def _loss_weights_grads(model, batch):
+    """The label-smoothed loss of a batch (targets: its inputs shifted), its
+    attention and the loss's gradients."""
+    out = model(*batch)
+    tgt_in = batch[-1]
+    targets = torch.cat([tgt_in[:, 1:], tgt_in[:, :1]], dim=1)  # any fixed targets
+    loss = token_loss(out.logits.flatten(0, 1), targets.flatten(), smoothing=0.1)
+    params = [p for p in model.parameters() if p.requires_grad]
+    return loss, out.attention, torch.autograd.grad(loss, params)
+
+
+def _assert_same(got, want, **tol):
+    loss, weights, grads = got
+    assert_close(loss, want[0], **tol)
+    assert_close(weights, want[1], **tol)  # also the shape: (B, T, S), unpadded
+    for g, r in zip(grads, want[2], strict=True):
+        assert_close(g, r, **tol)
+
+
+@pytest.mark.parametrize(
+    ("attention", "style"),
+    [("bahdanau", None), ("luong_general", None), ("multihead", "luong")],
+)
+def test_bucketed_step_loop_equals_the_unpadded_one(attention, style, monkeypatch):
+    """The padding of ``trainer.compile_bucket`` alone (the loop left eager): rows
+    and source positions added, then sliced away, change nothing."""
+    monkeypatch.setattr(decoder_module, "compiled", lambda fn, mode="default": fn)
+    torch.manual_seed(0)
+    model = build_model(tiny_config(attention, style, feeding=True), V_SRC, V_TGT)
+    model.eval()
+    assert model.decoder.has_step_loop
+    for batch in (_batch(9, 5, 4, seed=0), _batch(3, 7, 3, seed=1)):
+        model.decoder.compile_loop = False
+        want = _loss_weights_grads(model, batch)
+        assert model.compile_step_loop("reduce-overhead", bucket=8)
+        got = _loss_weights_grads(model, batch)
+        _assert_same(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_pad_loop_inputs_masks_what_it_adds():
+    torch.manual_seed(0)
+    model = build_model(tiny_config("bahdanau"), V_SRC, V_TGT).eval()
+    src, lengths, mask, _ = _batch(9, 5, 4, seed=0)
+    state = model.init_state(model.encode(src, lengths, mask))
+    gates = torch.randn(4, 9, 24)
+    padded_gates, padded = decoder_module.pad_loop_inputs(gates, state, bucket=8)
+    assert padded_gates.shape == (4, 16, 24)
+    assert padded.hidden.shape[1] == 16 and padded.feed.size(0) == 16
+    assert padded.keys.mask.shape == (16, 8)
+    assert torch.equal(padded.keys.mask[:9, :5], mask)
+    assert not padded.keys.mask[:9, 5:].any()  # new positions of real rows: masked
+    assert padded.keys.mask[9:].sum(1).eq(1).all()  # new rows: one position each
+    assert padded.keys.values.shape[:2] == (16, 8)
+    same = decoder_module.pad_loop_inputs(
+        gates[:, :8], state.select(torch.arange(8)), 8
+    )
+    assert same[1].keys.mask.shape == (8, 8)  # already a multiple: only S padded
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("attention", ["bahdanau", "luong_general"])
+def test_reduce_overhead_step_loop_equals_eager(attention, device):
+    """``compile_mode=reduce-overhead`` with ``compile_bucket``: the compiled, padded
+    loop gives eager's loss, attention and gradients (CUDA graphs on CUDA; on CPU
+    the same compiled code without them)."""
+    _needs_toolchain(device)
+    torch.manual_seed(0)
+    model = build_model(tiny_config(attention, feeding=True), V_SRC, V_TGT)
+    model.to(device).eval()  # no dropout: inductor draws other random numbers
+    for batch in (_batch(9, 5, 4, seed=0), _batch(13, 10, 5, seed=2)):
+        batch = _on(device, batch)
+        model.decoder.compile_loop = False
+        want = _loss_weights_grads(model, batch)
+        assert model.compile_step_loop("reduce-overhead", bucket=5)
+        _assert_same(_loss_weights_grads(model, batch), want, rtol=1e-4, atol=1e-5)
+
+
+def test_compile_step_loop_refuses_an_unknown_mode():
+    model = build_model(tiny_config("bahdanau"), V_SRC, V_TGT)
+    with pytest.raises(ValueError, match="default or reduce-overhead"):
+        model.compile_step_loop("max-autotune")
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_trainer_compile_flag_trains(tmp_path, mode):
+    _needs_toolchain("cpu")
     cfg = tiny_train_config(
         tmp_path / "cache",
         "trainer.compile=true",
+        f"trainer.compile_mode={mode}",
         "trainer.max_steps=3",
         "trainer.valid_every=null",
         "trainer.log_every=1",
     )
     trainer = build_trainer(cfg, tmp_path / "run")
     assert trainer.model.decoder.compile_loop
+    assert trainer.model.decoder.compile_mode == mode
+    assert trainer.model.decoder.loop_bucket == 8  # trainer.compile_bucket
     result = trainer.fit()
     assert result.progress.step == 3
     assert result.last_checkpoint.is_file()

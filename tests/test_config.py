@@ -94,6 +94,14 @@ def test_typo_or_bad_type_in_override_fails(override):
         _compose("train", [override])
 
 
+def test_compile_mode_names_torchs_modes():
+    assert str(_compose("train", []).trainer.compile_mode) == "default"
+    cfg = _compose("train", ["trainer.compile_mode=reduce-overhead"])
+    assert str(cfg.trainer.compile_mode) == "reduce-overhead"
+    with pytest.raises(ConfigCompositionException, match="compile_mode"):
+        _compose("train", ["trainer.compile_mode=max-autotune"])
+
+
 def test_unknown_group_option_fails():
     with pytest.raises(ConfigCompositionException, match="luong_dott"):
         _compose("train", ["model/attention=luong_dott"])

@@ -57,6 +57,11 @@ def _checked(command: str, *overrides: str) -> None:
         ("trainer.teacher_forcing.min_ratio=2", "must be in [0, 1]"),
         ("trainer.device=gpu", "not a device"),
         ("trainer.guided_alignment=-1", "must be >= 0"),
+        ("trainer.compile_bucket=-8", "trainer.compile_bucket=-8: must be >= 0"),
+        (
+            "trainer.compile_mode=reduce-overhead",
+            "trainer.compile_mode=reduce-overhead needs trainer.compile=true",
+        ),
     ],
 )
 def test_train_refuses(override, message):

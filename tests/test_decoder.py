@@ -13,6 +13,7 @@ from seq2seq.model.decoder import word_dropout
 from seq2seq.model.gru import StackedGRU
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
+from tests.conftest import DEVICES
 
 V_SRC, V_TGT = 15, 17
 
@@ -68,10 +69,12 @@ def test_forward_equals_step_loop(attention, style, feeding):
             assert_close(weights, out.attention[:, t])
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("attention", ["luong_general", "multihead", "bahdanau"])
-def test_parallel_luong_path_equals_its_step_path(attention):
-    model = _model(tiny_config(attention, "luong", feeding=False))
-    src, lengths, mask, tgt_in = tiny_batch()
+def test_parallel_luong_path_equals_its_step_path(attention, device):
+    """One GRU call over all steps (cuDNN's on CUDA) equals the step loop."""
+    model = _model(tiny_config(attention, "luong", feeding=False)).to(device)
+    src, lengths, mask, tgt_in = (t.to(device) for t in tiny_batch())
     dec = model.decoder
     with torch.no_grad():
         state = model.init_state(model.encode(src, lengths, mask))
@@ -191,12 +194,15 @@ def test_training_step_reduces_loss():
     assert losses[-1] < losses[0] * 0.7
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("layers", [1, 2])
-def test_stacked_gru_equals_nn_gru_with_gradients(layers):
+def test_stacked_gru_equals_nn_gru_with_gradients(layers, device):
+    """On CUDA ``nn.GRU`` is cuDNN's kernel: the hand-stepped GRU must equal it."""
     torch.manual_seed(0)
-    rnn = torch.nn.GRU(6 + 3, 5, num_layers=layers, batch_first=True)
+    rnn = torch.nn.GRU(6 + 3, 5, num_layers=layers, batch_first=True).to(device)
     emb, extra = torch.randn(2, 4, 6), torch.randn(2, 4, 3)
-    h0 = torch.randn(layers, 2, 5)
+    emb, extra = emb.to(device), extra.to(device)
+    h0 = torch.randn(layers, 2, 5).to(device)
     ref, _ = rnn(torch.cat([emb, extra], dim=-1), h0)
     ref_grads = torch.autograd.grad(ref.square().sum(), list(rnn.parameters()))
     gru = StackedGRU(rnn, 6, training=False)

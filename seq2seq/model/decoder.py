@@ -69,19 +69,69 @@ class DecoderOutput(NamedTuple):
     head_attention: Tensor | None
 
 
-_COMPILED: dict[Callable, Callable] = {}
+_COMPILED: dict[tuple[Callable, str], Callable] = {}
 
 
-def compiled(fn: Callable) -> Callable:
-    """``torch.compile`` of ``fn`` with dynamic shapes, made once per process.
+def compiled(fn: Callable, mode: str = "default") -> Callable:
+    """``torch.compile`` of ``fn`` with dynamic shapes, made once per process and mode.
 
     The batch size and the source length change from batch to batch (token
     buckets): dynamic shapes let one graph serve them all instead of recompiling
     per shape. Compiling the plain function, not a bound method, keeps the module
-    free of compiled state (it copies, pickles and saves as usual)."""
-    if fn not in _COMPILED:
-        _COMPILED[fn] = torch.compile(fn, dynamic=True)
-    return _COMPILED[fn]
+    free of compiled state (it copies, pickles and saves as usual). ``mode`` is
+    torch.compile's: ``"default"`` or ``"reduce-overhead"`` (CUDA graphs on CUDA, one
+    recorded per distinct shape; on CPU it runs as ``"default"``)."""
+    if (fn, mode) not in _COMPILED:
+        _COMPILED[fn, mode] = torch.compile(fn, dynamic=True, mode=mode)
+    return _COMPILED[fn, mode]
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def pad_loop_inputs(
+    gates: Tensor, state: DecoderState, bucket: int
+) -> tuple[Tensor, DecoderState]:
+    """Pad the step loop's batch and source length up to multiples of ``bucket``, so
+    that CUDA graphs (recorded per shape) are reused across token buckets.
+
+    gates ``(T, B, 3H)``, state of ``B`` rows with keys ``(B, S, ·)`` → gates
+    ``(T, B', 3H)`` and a state of ``B'`` rows with keys ``(B', S', ·)``. The new
+    source positions are masked (their weight is exactly 0, so the real rows are
+    unchanged); the new rows are zeros whose mask keeps one position, so that their
+    softmax, which the caller slices away, stays finite (a NaN there would reach the
+    weights' gradients through 0 · NaN)."""
+    b, s = state.keys.mask.shape
+    pad_b, pad_s = _round_up(b, bucket) - b, _round_up(s, bucket) - s
+    if not pad_b and not pad_s:
+        return gates, state
+
+    def pad(x: Tensor) -> Tensor:  # (B, S, ·) → (B', S', ·)
+        return F.pad(x, (0, 0, 0, pad_s, 0, pad_b))
+
+    keys = state.keys
+    values = pad(keys.values)
+    mask = F.pad(keys.mask, (0, pad_s, 0, pad_b))
+    mask[b:, 0] = True
+    padded = Keys(
+        values,
+        values if keys.keys is keys.values else pad(keys.keys),
+        mask,
+        None if keys.projected is None else pad(keys.projected),
+    )
+    hidden = F.pad(state.hidden, (0, 0, 0, pad_b))  # (L, B', H)
+    feed = F.pad(state.feed, (0, 0, 0, pad_b))
+    return F.pad(gates, (0, 0, 0, pad_b)), DecoderState(hidden, feed, padded)
+
+
+def unpad_loop_outputs(
+    batch: int, source: int, weights: Tensor, heads: Tensor | None
+) -> tuple[Tensor, Tensor | None]:
+    """The real rows and source positions of the loop's weights ``(B', T, S')`` and
+    head weights ``(B', h, T, S')``."""
+    weights = weights[:batch, :, :source]
+    return weights, None if heads is None else heads[:batch, ..., :source]
 
 
 def word_dropout(tokens: Tensor, p: float, training: bool) -> Tensor:
@@ -142,6 +192,11 @@ class Decoder(nn.Module):
     # the element-wise work of a step (GRU gates, additive scores, softmax) into few
     # kernels, which matters most where each kernel launch costs (CUDA).
     compile_loop: bool = False
+    # torch.compile's mode for it: "default" or "reduce-overhead" (CUDA graphs)
+    compile_mode: str = "default"
+    # Under "reduce-overhead": the loop's batch and source length padded up to
+    # multiples of this (0: no padding), so a few recorded graphs serve all batches
+    loop_bucket: int = 0
 
     def __init__(
         self,
@@ -218,7 +273,19 @@ class Decoder(nn.Module):
     def _loop_body(self, fn: Callable) -> Callable:
         """The loop body ``fn`` (a function of the class) bound to this decoder,
         compiled when ``compile_loop`` is set."""
-        return partial(compiled(fn) if self.compile_loop else fn, self)
+        return partial(
+            compiled(fn, self.compile_mode) if self.compile_loop else fn, self
+        )
+
+    def _loop_inputs(
+        self, gates: Tensor, state: DecoderState
+    ) -> tuple[Tensor, DecoderState]:
+        """gates ``(T, B, 3H)`` and the state, padded to ``loop_bucket`` multiples
+        when the compiled loop records CUDA graphs (``pad_loop_inputs``)."""
+        graphs = self.compile_loop and self.compile_mode == "reduce-overhead"
+        if graphs and self.loop_bucket > 1:
+            return pad_loop_inputs(gates, state, self.loop_bucket)
+        return gates, state
 
     def embed(self, tokens: Tensor) -> Tensor:
         """tokens ``(B, ...)`` → dropped-out embeddings ``(B, ..., E)``."""
@@ -336,6 +403,8 @@ class BahdanauDecoder(Decoder):
         one matmul after it."""
         gru = StackedGRU(self.rnn, emb.size(-1), self.training)
         gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H), all steps at once
+        b, source = state.keys.mask.shape
+        gates, state = self._loop_inputs(gates, state)
         hidden = list(state.hidden.unbind(0))
         recur = self._loop_body(BahdanauDecoder._loop_step)
         tops, contexts, outs = [], [], []
@@ -344,8 +413,10 @@ class BahdanauDecoder(Decoder):
             tops.append(hidden[-1])
             contexts.append(att.context)
             outs.append(att)
-        s, context = torch.stack(tops, dim=1), torch.stack(contexts, dim=1)
-        return (self._deep_output(s, context, emb), *_stack(outs))
+        s = torch.stack(tops, dim=1)[:b]  # (B, T, H)
+        context = torch.stack(contexts, dim=1)[:b]  # (B, T, C)
+        weights = unpad_loop_outputs(b, source, *_stack(outs))
+        return (self._deep_output(s, context, emb), *weights)
 
 
 class LuongDecoder(Decoder):
@@ -430,6 +501,8 @@ class LuongDecoder(Decoder):
         gates computed for all steps in one matmul before it."""
         gru = StackedGRU(self.rnn, emb.size(-1), self.training)
         gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H)
+        b, source = state.keys.mask.shape
+        gates, state = self._loop_inputs(gates, state)
         hidden, feed = list(state.hidden.unbind(0)), state.feed
         weights = self._split_feature()
         recur = self._loop_body(LuongDecoder._fed_loop_step)
@@ -438,7 +511,8 @@ class LuongDecoder(Decoder):
             hidden, feed, att = recur(gru, gi_emb, hidden, feed, state.keys, weights)
             feats.append(feed)
             outs.append(att)
-        return (torch.stack(feats, dim=1), *_stack(outs))
+        feats = torch.stack(feats, dim=1)[:b]  # (B, T, H)
+        return (feats, *unpad_loop_outputs(b, source, *_stack(outs)))
 
 
 DECODERS: dict[str, type[Decoder]] = {

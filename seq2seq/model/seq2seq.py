@@ -83,13 +83,20 @@ class Seq2Seq(nn.Module):
         """Whether the decoder reads the source through an attention (not ``none``)."""
         return not isinstance(self.decoder.attention, NoAttention)
 
-    def compile_step_loop(self) -> bool:
+    def compile_step_loop(self, mode: str = "default", bucket: int = 0) -> bool:
         """Have torch.compile compile the body of the decoder's teacher-forcing step
         loop at its first call (once for all batch shapes); False when this decoder
-        has no step loop."""
+        has no step loop. ``mode``: torch.compile's ``"default"`` or
+        ``"reduce-overhead"`` (CUDA graphs), under which the loop's batch and source
+        length are padded to multiples of ``bucket`` (0: none) so that few graphs
+        are recorded."""
+        if mode not in ("default", "reduce-overhead"):
+            raise ValueError(f"compile mode {mode!r}: use default or reduce-overhead")
         if not self.decoder.has_step_loop:
             return False
         self.decoder.compile_loop = True
+        self.decoder.compile_mode = mode
+        self.decoder.loop_bucket = bucket
         return True
 
 

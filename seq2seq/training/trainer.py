@@ -206,11 +206,16 @@ class Trainer:
 
     def _compile_step_loop(self) -> None:
         """``trainer.compile``: the decoder's step loop body goes through
-        torch.compile (compiled at the first step, once for all batch shapes)."""
+        torch.compile (compiled at the first step, once for all batch shapes) in
+        ``trainer.compile_mode``."""
         check_compile_toolchain(self.device)
-        if self.model.compile_step_loop():
+        mode = str(getattr(self.train_cfg, "compile_mode", "default"))
+        bucket = int(getattr(self.train_cfg, "compile_bucket", 0) or 0)
+        if self.model.compile_step_loop(mode, bucket):
             log.info(
-                "trainer.compile: the decoder's step loop compiles at the first step"
+                "trainer.compile: the decoder's step loop compiles (mode %s) at the "
+                "first step",
+                mode,
             )
         else:
             log.info(
