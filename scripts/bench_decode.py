@@ -18,6 +18,8 @@ is compared with like.
   (decode.vocab_precision); each row after the first value is compared with the first's;
 - ``--baseline REF``: the search of git revision ``REF`` (``decoding/search.py`` as it
   was there, loaded beside today's) as an extra variant of each row;
+- ``--device cuda``: decode on a GPU (the outputs come back to the host at the end of
+  each batch, so the timing includes every wait on the device);
 - ``--profile``: after the timed rounds, one pass of each variant under
   ``torch.profiler``, printing its operators' shares of the self time (the
   matmuls' share bounds what any change outside them can gain).
@@ -102,12 +104,13 @@ def main() -> None:
     parser.add_argument("--baseline", default=None, help="git revision of search.py")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--cache-dir", default=None, help="data.cache_dir override")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    base = Translator.from_checkpoint(args.checkpoint, device="cpu")
+    base = Translator.from_checkpoint(args.checkpoint, device=args.device)
     data_cfg = base.config.data
     if args.cache_dir:
         data_cfg.cache_dir = args.cache_dir
@@ -123,7 +126,7 @@ def main() -> None:
             for budget, limit, vocab in itertools.product(budgets, limits, vocabs):
                 tr = Translator.from_checkpoint(
                     args.checkpoint,
-                    device="cpu",
+                    device=args.device,
                     precision=args.precision,
                     batch_tokens=budget,
                     beam_size=beam,

@@ -23,9 +23,14 @@
 # Each part runs under `timeout` (its own cap, and never past the budget); a part that
 # would start with under 20 s left is skipped. A failed part does not stop the next;
 # the exit status is non-zero if any part failed or was skipped.
-# GPU_CHECK_RECIPE=1 runs one part instead: the full multi30k_de_en recipe on CUDA
-# (its whole schedule, bounded by trainer.max_minutes to what the budget leaves), then
-# beam-5 scores on test2016.
+# Two more parts run when named in GPU_CHECK_PARTS:
+#   recipe: the full multi30k_de_en recipe on CUDA (its whole schedule, bounded by
+#      trainer.max_minutes to what the budget leaves), then beam-5 scores on test2016;
+#   decode: bench_decode.py on CUDA of the recipe's best.pt (or the 3-epoch run's), on
+#      the validation split: greedy and beam 5 at 8k and 32k-token batches [90 s].
+# GPU_CHECK_PARTS (default "tests model train bench compile wmt") picks the parts; they
+# run in the order tests, recipe, model, train, decode, bench, compile, wmt, so one
+# device call can run "tests recipe decode" and the next "bench compile wmt".
 # Results: $OUT/summary.txt and one log per part (at most 8 files, what the device
 # tool brings back).
 #
@@ -50,7 +55,7 @@ budget="${GPU_CHECK_BUDGET_S:-540}"
 batch_tokens="${GPU_CHECK_BATCH_TOKENS:-8192 32768}"
 wmt_pairs="${GPU_CHECK_WMT_PAIRS:-200000}"
 wmt_tokens="${GPU_CHECK_WMT_TOKENS:-16384 65536}"
-recipe="${GPU_CHECK_RECIPE:-0}"
+selected=" ${GPU_CHECK_PARTS:-tests model train bench compile wmt} "
 carry_hint='run scripts/gpu_wheels.sh first and carry gpu/ (device tool: run(command="bash scripts/gpu_check.sh", carry=["gpu"]))'
 
 die() { echo "gpu_check: $*" >&2; exit 2; }
@@ -166,36 +171,53 @@ part() {  # part NAME CAP_S LOG CMD...: CMD under min(CAP_S, time left), log app
         echo "FAIL | $name | exit $rc after $((SECONDS - t0)) s" >>"$parts"
     fi
 }
+wanted() { [[ "$selected" == *" $1 "* ]]; }  # wanted PART: GPU_CHECK_PARTS names it
 cache="data.cache_dir=$work/cache"
 logs=(hydra.job_logging.formatters.simple.datefmt=null trainer.progress=false)
 
-if [[ "$recipe" == 1 ]]; then
-    # The full recipe, its training bounded to what the budget leaves after 150 s
-    # for the final validation, the checkpoint average and the beam-5 test scores.
-    minutes=$(((deadline - SECONDS - 150) / 60))
-    ((minutes >= 1)) || die "too little budget left for the recipe ($((deadline - SECONDS)) s)"
-    rm -rf "$work/recipe"
-    part "recipe multi30k_de_en" $((deadline - SECONDS)) "$out/recipe.txt" \
-        seq2seq-train experiment=multi30k_de_en data.local_dir="$corpus" \
-        trainer.device=cuda trainer.max_minutes="$minutes" evaluate_test=true \
-        "$cache" hydra.run.dir="$work/recipe" "${logs[@]}"
-else
-
-part "pytest -m gpu" 180 "$out/pytest.txt" \
+wanted tests && part "pytest -m gpu" 180 "$out/pytest.txt" \
     "$py" -m pytest -q -m gpu -p no:cacheprovider --durations=20 tests
 
-part "bench_model cuda" 120 "$out/bench_model.txt" \
+if wanted recipe; then
+    # The full recipe, its training bounded to what the budget leaves after 150 s
+    # for the final validation, the checkpoint average and the beam-5 test scores
+    # (and 100 s for the decode part when it follows).
+    reserve=$((150 + $(wanted decode && echo 100 || echo 0)))
+    minutes=$(((deadline - SECONDS - reserve) / 60))
+    rm -rf "$work/recipe"
+    if ((minutes >= 1)); then
+        part "recipe multi30k_de_en" $((deadline - SECONDS)) "$out/recipe.txt" \
+            seq2seq-train experiment=multi30k_de_en data.local_dir="$corpus" \
+            trainer.device=cuda trainer.max_minutes="$minutes" evaluate_test=true \
+            "$cache" hydra.run.dir="$work/recipe" "${logs[@]}"
+    else
+        echo "SKIP | recipe multi30k_de_en | $((deadline - SECONDS)) s left" >>"$parts"
+    fi
+fi
+
+wanted model && part "bench_model cuda" 120 "$out/bench_model.txt" \
     "$py" scripts/bench_model.py --device cuda
 
-rm -rf "$work/train"
-part "train multi30k_de_en 3 epochs" 150 "$out/train.txt" \
+wanted train && rm -rf "$work/train" && part "train multi30k_de_en 3 epochs" 150 "$out/train.txt" \
     seq2seq-train experiment=multi30k_de_en data.local_dir="$corpus" \
     trainer.max_epochs=3 trainer.device=cuda evaluate_test=true \
     "$cache" hydra.run.dir="$work/train" "${logs[@]}"
 
+if wanted decode; then
+    best=$(ls "$work"/recipe/checkpoints/best.pt "$work"/train/checkpoints/best.pt \
+        2>/dev/null | head -n 1)
+    if [[ -n "$best" ]]; then
+        part "bench_decode cuda" 90 "$out/decode.txt" \
+            "$py" scripts/bench_decode.py "$best" --device cuda --beam 1,5 \
+            --batch-tokens 8192,32768 --rounds 3 --cache-dir "$work/cache"
+    else
+        echo "SKIP | bench_decode cuda | no best.pt (run the recipe or train part first)" >>"$parts"
+    fi
+fi
+
 bench=("$py" scripts/bench_train.py --device cuda --corpus "$corpus")
 first_tokens=${batch_tokens%% *}
-for precision in bf16 fp32; do
+wanted bench && for precision in bf16 fp32; do
     for model in reference recipe; do
         if [[ $model == reference ]]; then
             opts=(--attention bahdanau) extra=()
@@ -215,12 +237,13 @@ for precision in bf16 fp32; do
     done
 done
 
-part "bench_train compile reference bf16 8192" 120 "$out/bench_compile.txt" \
+wanted compile && part "bench_train compile reference bf16 8192" 120 "$out/bench_compile.txt" \
     "${bench[@]}" --compare-compile --compile-modes default,reduce-overhead \
     --batches 6 --rounds 2 --batch-tokens 8192 \
     --attention bahdanau trainer.precision=bf16 "$cache"
 
 # WMT-shaped: written here (16 cores: seconds), not carried; one cache for both budgets.
+if wanted wmt; then
 wmt="$work/wmt"
 rm -rf "$wmt"
 wmt_data=(experiment=wmt14_en_de data=local data.local_dir="$wmt/corpus"
@@ -317,6 +340,11 @@ if read("recipe.txt"):
     print("\n## Multi30k de->en, the full recipe (seq2seq-train "
           "experiment=multi30k_de_en; test = test2016)")
     epochs("recipe.txt")
+
+if read("decode.txt"):
+    print("\n## decoding on CUDA (bench_decode.py --device cuda, validation split)")
+    print("\n".join(x for x in read("decode.txt")
+                    if x.startswith(("| ", "/")) or " sentences), " in x))
 
 print("\n## pytest -m gpu")
 tally = r"\d+ (passed|failed|errors?|skipped|deselected)|no tests ran"
