@@ -4,6 +4,7 @@ fails here.
 
 - a training step: ``TRAIN_STEP_SYNCS``, the non-finite guard (a skipped batch must
   never reach the weights, so the host reads ``isfinite`` before the optimizer step);
+  the loop adds ``LOG_SYNCS`` every ``trainer.log_every`` steps;
 - a search: one ``nonzero`` every ``check_every`` steps ("who is still searching?"),
   none in the steps between, and ``GREEDY_TAIL`` / ``BEAM_TAIL`` copies of the
   results to the host at the end;
@@ -11,6 +12,8 @@ fails here.
 """
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import torch
@@ -25,10 +28,12 @@ from seq2seq.decoding.search import (
     output_limits,
     run_step,
 )
+from seq2seq.training.runtime import StopRequested
 from tests.helpers import build_trainer, tiny_train_config
 from tests.syncs import count_host_syncs, host_tensors
 
 TRAIN_STEP_SYNCS = 1  # the non-finite guard
+LOG_SYNCS = 1  # the logged window's values, every trainer.log_every steps
 GREEDY_TAIL = 3  # lengths and tokens, scores, attention
 BEAM_TAIL = 4  # tokens and parents, attention; scores, steps and beams
 
@@ -97,6 +102,26 @@ def test_training_step_syncs_once(case, cache, tmp_path):
     assert stats is not None
     assert syncs.count == TRAIN_STEP_SYNCS, syncs.calls
     assert "(train_step)" in syncs.calls[0]
+
+
+@pytest.mark.parametrize(
+    "extra", [[], ["trainer.rdrop=0.5", "trainer.guided_alignment=1"]]
+)
+def test_training_loop_syncs_once_a_step_and_once_a_log(extra, cache, tmp_path):
+    """Six steps between validations, a log every three: the guard at each step,
+    and one copy of the logged window (loss, gradient norm, extra terms) per log."""
+    cfg = tiny_train_config(
+        cache,
+        "trainer.max_steps=6",
+        "trainer.log_every=3",
+        "trainer.valid_every=100",
+        *extra,
+    )
+    trainer = build_trainer(cfg, tmp_path / "run")
+    with count_host_syncs() as syncs, StopRequested() as stop:
+        reason = trainer._run_epoch(time.monotonic(), stop)
+    assert (reason, trainer.progress.step) == ("max_steps", 6)
+    assert syncs.count == 6 * TRAIN_STEP_SYNCS + 2 * LOG_SYNCS, syncs.calls
 
 
 @pytest.fixture(scope="module")
