@@ -13,6 +13,7 @@ fails here.
 
 from __future__ import annotations
 
+import copy
 import time
 
 import pytest
@@ -265,17 +266,19 @@ def test_validation_pass_syncs(trained, monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_sync_debug_mode_sees_what_the_counter_counts(trained):
     """On a GPU, ``torch.cuda.set_sync_debug_mode("warn")`` warns at each real sync:
-    a greedy and a beam search warn exactly as often as the CPU counter counts."""
+    a greedy and a beam search warn exactly as often as the CPU counter counts, and
+    their checks every ``CHECK_EVERY`` steps find what checks every step find."""
     device = torch.device("cuda")
-    model = trained.model.to(device)
+    model = copy.deepcopy(trained.model).to(device)
     batch = _batch(trained).pin_memory().to(device, non_blocking=True)
     args = (model, batch.src, batch.src_lengths, batch.src_mask)
-    for settings in (decode_settings(beam_size=1), decode_settings(beam_size=3)):
+    for beam in (1, 3):
+        settings = decode_settings(beam_size=beam)
         step = run_step(model, settings, device)
-        search = greedy_search if settings.beam_size == 1 else beam_search
+        search = greedy_search if beam == 1 else beam_search
         search(*args, settings, step)  # warm-up: kernels, tables
         with count_host_syncs(host=[batch.src_lengths]) as syncs:
-            search(*args, settings, step)
+            ours = search(*args, settings, step)
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("warn")
         try:
@@ -283,6 +286,11 @@ def test_cuda_sync_debug_mode_sees_what_the_counter_counts(trained):
                 search(*args, settings, step)
         finally:
             torch.cuda.set_sync_debug_mode(0)
-        synced = [w for w in warned if "synchroniz" in str(w.message)]
-        assert len(synced) == syncs.count, [str(w.message) for w in synced]
-    trained.model.to("cpu")
+        synced = [str(w.message) for w in warned if "synchroniz" in str(w.message)]
+        assert len(synced) == syncs.count, (syncs.calls, synced)
+        every_step = search(*args, settings, step, 1)
+        if beam == 1:
+            _same(ours, every_step)
+        else:
+            for mine, theirs in zip(ours, every_step, strict=True):
+                _same(mine, theirs)
