@@ -170,6 +170,27 @@ def _mask_specials(log_probs: Tensor) -> Tensor:
     return log_probs
 
 
+def _limits(
+    src_lengths: Tensor, src_mask: Tensor, settings: DecodeConfig
+) -> tuple[int, Tensor]:
+    """The steps a search may run (from the lengths on the host) and each sentence's
+    output limit ``(B,)`` on the device (from the mask): neither waits for a copy."""
+    steps = int(output_limits(src_lengths, settings).max())
+    return steps, output_limits(src_mask.sum(dim=1), settings)
+
+
+def check_interval(device: torch.device) -> int:
+    """Steps between the searches' "who is still searching?" checks: each one waits
+    for the device (``nonzero``), so on an accelerator they come every
+    ``CHECK_EVERY`` steps, and finished sentences ride along, masked, until the next
+    one; on CPU nothing waits, and every step drops them."""
+    return 1 if device.type == "cpu" else CHECK_EVERY
+
+
+# Steps between two checks of the searches on an accelerator (``check_interval``).
+CHECK_EVERY = 8
+
+
 def greedy_search(
     model: nn.Module,
     src: Tensor,
@@ -177,48 +198,75 @@ def greedy_search(
     src_mask: Tensor,
     settings: DecodeConfig | None = None,
     step: StepFn | None = None,
+    check_every: int | None = None,
 ) -> list[Hypothesis]:
     """Argmax decoding of a batch: src ``(B, S)``, src_lengths ``(B,)`` (CPU), src_mask
     ``(B, S)`` → one ``Hypothesis`` per sentence, in batch order. Of ``settings``
     only the output limit counts; ``step`` (None: a ``search_step`` of its own, fp32)
-    is the run's step function."""
+    is the run's step function; ``check_every`` (None: ``check_interval``) the steps
+    between the host's checks of which sentences are still searching."""
     settings = decode_settings() if settings is None else settings
     with _eval_mode(model):
         step = search_step(model) if step is None else step
         b, device = src.size(0), src.device
+        every = check_interval(device) if check_every is None else check_every
         state = model.init_state(model.encode(src, src_lengths, src_mask))
-        limits = output_limits(src_lengths, settings).to(device)
+        max_steps, limits = _limits(src_lengths, src_mask, settings)
         prev = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
         scores = torch.zeros(b, device=device)
         lengths = torch.zeros(b, dtype=torch.long, device=device)
-        # Finished sentences leave the decoder's batch, as in beam search: the step
-        # runs only for the ``active`` ones, whose results are scattered back.
+        # Finished sentences leave the decoder's batch at the next check, as in beam
+        # search: the step runs only for the ``active`` ones, whose results are
+        # scattered back; until then ``done`` (n,) masks them out.
         active = torch.arange(b, device=device)
+        done = torch.zeros(b, dtype=torch.bool, device=device)
         tokens, rows = [], []
-        for _ in range(int(limits.max())):
+        for t in range(max_steps):
             log_probs, state, weights = step(prev, state)
             best, prev = _mask_specials(log_probs).max(dim=-1)  # (n,)
-            scores.index_add_(0, active, best.to(scores.dtype))
-            lengths.index_add_(0, active, torch.ones_like(active))
-            tokens.append(_scatter_rows((prev,), active, b, PAD_ID)[0])
-            rows.append(_scatter_rows((weights.float(),), active, b, 0.0)[0])
-            ended = (prev == EOS_ID) | (lengths[active] >= limits[active])
-            n_ended = int(ended.sum())
-            if n_ended == ended.numel():
+            gain, token, weights = best.to(scores.dtype), prev, weights.float()
+            added = torch.ones_like(active)
+            if every > 1:  # sentences done since the last check add nothing
+                added = (~done).long()
+                gain = gain.where(~done, 0.0)
+                token = prev.masked_fill(done, PAD_ID)
+                weights = weights.masked_fill(done.unsqueeze(1), 0.0)
+            scores.index_add_(0, active, gain)
+            lengths.index_add_(0, active, added)
+            tokens.append(_scatter_rows((token,), active, b, PAD_ID)[0])
+            rows.append(_scatter_rows((weights,), active, b, 0.0)[0])
+            done = done | (prev == EOS_ID) | (lengths[active] >= limits[active])
+            if t + 1 == max_steps or (t + 1) % every:
+                continue
+            keep = (~done).nonzero().squeeze(1)  # the one sync of ``every`` steps
+            if keep.numel() == 0:
                 break
-            if n_ended:  # none ended: the state stays as it is, without copies
-                keep = (~ended).nonzero().squeeze(1)
+            if keep.numel() < done.numel():  # else the state stays, without copies
                 state, prev, active = state.select(keep), prev[keep], active[keep]
-        all_tokens = torch.stack(tokens, dim=1).tolist()  # (B, T)
-        attention = torch.stack(rows, dim=1).cpu()  # (B, T, S)
-        hyps = []
-        for i, (n, s) in enumerate(
-            zip(lengths.tolist(), src_lengths.tolist(), strict=True)
-        ):
-            toks = all_tokens[i][:n]
-            att = attention[i, :n, :s]
-            hyps.append(Hypothesis(toks, float(scores[i]), att, toks[-1] == EOS_ID))
-        return hyps
+                done = done[keep]
+        return _greedy_hypotheses(tokens, rows, lengths, scores, src_lengths)
+
+
+def _greedy_hypotheses(
+    tokens: list[Tensor],
+    rows: list[Tensor],
+    lengths: Tensor,
+    scores: Tensor,
+    src_lengths: Tensor,
+) -> list[Hypothesis]:
+    """Per step the tokens ``(B,)`` and weights ``(B, S)``, per sentence its length,
+    score and source length (CPU) → the hypotheses, with three copies to the host."""
+    steps = torch.stack([lengths, *tokens], dim=1).tolist()  # (B, 1 + T)
+    attention = torch.stack(rows, dim=1).cpu()  # (B, T, S)
+    hyps = []
+    for i, (row, score, s) in enumerate(
+        zip(steps, scores.tolist(), src_lengths.tolist(), strict=True)
+    ):
+        n = row[0]
+        toks = row[1 : n + 1]
+        att = attention[i, :n, :s]
+        hyps.append(Hypothesis(toks, score, att, toks[-1] == EOS_ID))
+    return hyps
 
 
 class _Pool:
@@ -254,8 +302,10 @@ class _History:
         self.weights: list[Tensor] = []
 
     def freeze(self) -> None:
-        self.tok = torch.stack(self.tokens).tolist()  # [T][B][K]
-        self.par = torch.stack(self.parents).tolist()
+        # [T][B][K] each, in one copy to the host
+        self.tok, self.par = torch.stack(
+            [torch.stack(self.tokens), torch.stack(self.parents)]
+        ).tolist()
         self.att = torch.stack(self.weights).float().cpu()  # (T, B, K, S)
 
     def path(self, b: int, step: int, beam: int) -> tuple[list[int], list[Tensor]]:
@@ -313,16 +363,19 @@ def beam_search(
     src_mask: Tensor,
     settings: DecodeConfig,
     step: StepFn | None = None,
+    check_every: int | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch → per sentence the ``settings.n_best`` hypotheses,
     best first (see the module docstring): ``beam_size`` K, ``length_penalty`` the
     GNMT α, ``coverage_penalty`` its β, ``stop`` the rule (``Stop``: bound, best),
     the output limit. ``settings`` are checked (``check_decode``: n_best ≤ K, the
-    ranges); ``step`` as in ``greedy_search``."""
+    ranges); ``step`` and ``check_every`` as in ``greedy_search``."""
     check_decode(settings)
+    every = check_interval(src.device) if check_every is None else check_every
     with _eval_mode(model):
         step = search_step(model) if step is None else step
-        return _beam_search(model, step, src, src_lengths, src_mask, settings)
+        args = (src, src_lengths, src_mask)
+        return _beam_search(model, step, *args, settings, every)
 
 
 def _beam_search(
@@ -332,6 +385,7 @@ def _beam_search(
     src_lengths: Tensor,
     src_mask: Tensor,
     settings: DecodeConfig,
+    every: int,
 ) -> list[list[Hypothesis]]:
     k, alpha, n_best = settings.beam_size, settings.length_penalty, settings.n_best
     stop_best = Stop(settings.stop) == Stop.best
@@ -342,7 +396,7 @@ def _beam_search(
     # once per sentence, and its results are repeated for the K beams.
     state = model.init_state(model.encode(src, src_lengths, src_mask))
     expand = torch.arange(b, device=device).repeat_interleave(k)
-    limits = output_limits(src_lengths, settings).to(device)
+    max_steps, limits = _limits(src_lengths, src_mask, settings)
     scores = torch.full((b, k), NEG_INF, device=device)
     scores[:, 0] = 0.0
     prev = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
@@ -355,8 +409,10 @@ def _beam_search(
     end_pens = live_pens.clone()
     # The decoder runs only for the sentences still searching (``active``); their
     # results are scattered into batch-sized tensors for the pool and the history.
+    # A sentence done between two checks (every ``every`` steps) rides along: its
+    # finished candidates are dropped and its live scores kept.
     active = torch.arange(b, device=device)
-    for t in range(int(limits.max())):
+    for t in range(max_steps):
         n = active.numel()
         log_probs, state, weights = step(prev, state)
         if t == 0:  # K beams per sentence from here on; keys stay one per sentence
@@ -371,6 +427,12 @@ def _beam_search(
             pen = cover.step(weights, state.keys.mask, n, k)  # (n, K)
             eos_pen = eos_pen + pen
             live_pens = live_pens.index_copy(0, active, pen.gather(1, parents))
+        if every > 1:  # sentences done since the last check end nothing more (their
+            # live scores run on unread: ``end_scores`` kept them when they were done)
+            ended = done[active].unsqueeze(1)  # (n, 1)
+            eos_pen, eos_raw = (
+                x.masked_fill(ended, NEG_INF) for x in (eos_pen, eos_raw)
+            )
         pool.add(*_scatter_rows((eos_pen, eos_raw), active, b, NEG_INF), t)
         scores = scores.index_copy(0, active, live)
         step_tokens, step_parents = _scatter_rows((tokens, parents), active, b, 0)
@@ -392,18 +454,44 @@ def _beam_search(
         if cover is not None:
             end_pens = torch.where(newly.unsqueeze(1), live_pens, end_pens)
         done = done | newly
-        if bool(done.all()):
+        if t + 1 == max_steps:  # every sentence is at its limit
             break
-        keep = (~done[active]).nonzero().squeeze(1)  # positions within ``active``
-        rows = (keep.unsqueeze(1) * k + parents.index_select(0, keep)).view(-1)
-        state = state.select_beams(rows, keep if keep.numel() < n else None)
-        if cover is not None:
-            cover.select(rows)
-        prev = tokens.index_select(0, keep).view(-1)
-        active = active.index_select(0, keep)
+        keep = None
+        if (t + 1) % every == 0:
+            keep = (~done[active]).nonzero().squeeze(1)  # the one sync of the steps
+            if keep.numel() == 0:
+                break
+        state, prev, active = _continue(state, cover, tokens, parents, active, keep)
     hist.freeze()
     ends = (end_step, end_scores, end_pens)
     return _collect(hist, pool, ends, src_lengths, alpha, n_best)
+
+
+def _continue(
+    state: Any,
+    cover: _Coverage | None,
+    tokens: Tensor,
+    parents: Tensor,
+    active: Tensor,
+    keep: Tensor | None,
+) -> tuple[Any, Tensor, Tensor]:
+    """The beams that go on after a step (tokens, parents ``(n, K)``): all of them, or
+    with ``keep`` (positions within ``active``) those of the sentences still
+    searching → the reordered state, the next tokens ``(n'·K,)`` and ``active``."""
+    k = tokens.size(1)
+    if keep is None:
+        base = torch.arange(tokens.size(0), device=tokens.device).unsqueeze(1) * k
+        rows = (base + parents).view(-1)
+        state = state.select_beams(rows, None)
+    else:
+        rows = (keep.unsqueeze(1) * k + parents.index_select(0, keep)).view(-1)
+        state = state.select_beams(
+            rows, keep if keep.numel() < tokens.size(0) else None
+        )
+        tokens, active = tokens.index_select(0, keep), active.index_select(0, keep)
+    if cover is not None:
+        cover.select(rows)
+    return state, tokens.reshape(-1), active
 
 
 def _scatter_rows(
@@ -430,21 +518,24 @@ def _collect(
     ``ends``: the step each sentence ended at, its live beams' raw scores and their
     coverage penalties then."""
     end_step, end_scores, end_pens = ends
+    n, k = pool.score.size(1), end_scores.size(1)
+    # two copies to the host: the scores, then the steps and beams
+    floats = torch.cat([pool.score, end_scores, end_pens.to(end_scores)], 1).tolist()
+    longs = torch.cat([pool.step, pool.beam, end_step.unsqueeze(1)], 1).tolist()
     results = []
-    fin = zip(pool.score.tolist(), pool.step.tolist(), pool.beam.tolist(), strict=True)
-    for i, (f_scores, f_steps, f_beams) in enumerate(fin):
-        s_real = int(src_lengths[i])
+    for i, (f, ints, s_real) in enumerate(
+        zip(floats, longs, src_lengths.tolist(), strict=True)
+    ):
+        f_scores, f_steps, f_beams = f[:n], ints[:n], ints[n : 2 * n]
         hyps = [
             hist.hypothesis(i, step, beam, score, True, s_real)
             for score, step, beam in zip(f_scores, f_steps, f_beams, strict=True)
             if score > NEG_INF
         ]
-        e = int(end_step[i])
+        e, raws, pens = ints[2 * n], f[n : n + k], f[n + k :]
         lp = length_penalty(e + 1.0, alpha)
-        pens = end_pens[i].tolist()
         live = sorted(
-            ((raw / lp + pens[j], j) for j, raw in enumerate(end_scores[i].tolist())),
-            reverse=True,
+            ((raw / lp + pens[j], j) for j, raw in enumerate(raws)), reverse=True
         )
         for score, j in live[: n_best - len(hyps)]:
             if score > NEG_INF:

@@ -182,10 +182,11 @@ class Translator:
         out: list[list[Hypothesis] | None] = [None] * len(split)
         loader = make_loader(split, self.batch_tokens, shuffle=False, seed=0)
         for batch in loader:
+            ids = batch.ids.tolist()  # from the host's copy: no wait for the device
             batch = batch.to(self.device, non_blocking=True)
             with autocast(self.device, self.amp_dtype):
                 nbests = translate_batch(self.model, batch, self.decode, step)
-            for index, nbest in zip(batch.ids.tolist(), nbests, strict=True):
+            for index, nbest in zip(ids, nbests, strict=True):
                 out[index] = nbest
         return out  # type: ignore[return-value]
 
@@ -225,6 +226,9 @@ class Translator:
         out: list[ForcedAttention | None] = [None] * len(split)
         loader = make_loader(split, self.batch_tokens, shuffle=False, seed=0)
         for batch in loader:
+            # lengths and ids from the host's copy: no wait for the device
+            tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
+            src_lengths, ids = batch.src_lengths.tolist(), batch.ids.tolist()
             batch = batch.to(self.device, non_blocking=True)
             with autocast(self.device, self.amp_dtype):
                 res = self.model(
@@ -233,9 +237,7 @@ class Translator:
             weights = res.attention.float().cpu()  # (B, T, S)
             heads = res.head_attention
             heads = heads.float().cpu() if heads is not None else None
-            tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
-            src_lengths = batch.src_lengths.tolist()
-            for row, index in enumerate(batch.ids.tolist()):
+            for row, index in enumerate(ids):
                 t, s = tgt_lengths[row], src_lengths[row]
                 out[index] = ForcedAttention(
                     weights[row, :t, :s].numpy(),

@@ -62,13 +62,19 @@ class BiGRUEncoder(nn.Module):
         and final states ``(layers, B, 2He)`` (last forward state ‖ last backward
         state, per layer)."""
         emb = self.emb_dropout(self.embedding(src))  # (B, S, E)
-        packed = pack_padded_sequence(
-            emb, src_lengths.cpu(), batch_first=True, enforce_sorted=False
-        )
-        out, h_n = self.rnn(packed)  # h_n (layers * 2, B, He), original batch order
+        # Sorted by length here, as pack_padded_sequence(enforce_sorted=False) would,
+        # but with the permutations made on the host and sent without waiting: its
+        # own copies (sorted indices up, unsorted indices down) make the host wait.
+        lengths, order = torch.sort(src_lengths.cpu(), descending=True)
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(order.numel())
+        order, inverse = (i.to(src.device, non_blocking=True) for i in (order, inverse))
+        packed = pack_padded_sequence(emb.index_select(0, order), lengths, True)
+        out, h_n = self.rnn(packed)  # h_n (layers * 2, B, He), sorted order
         memory, _ = pad_packed_sequence(
             out, batch_first=True, total_length=src.size(1)
-        )  # (B, S, 2He)
+        )  # (B, S, 2He), sorted order
+        memory, h_n = memory.index_select(0, inverse), h_n.index_select(1, inverse)
         b = src.size(0)
         h_n = h_n.view(self.layers, 2, b, self.hidden_size)
         final = torch.cat([h_n[:, 0], h_n[:, 1]], dim=-1)  # (layers, B, 2He)

@@ -281,14 +281,23 @@ class ThroughputMeter:
 
     def flush(self) -> dict:
         elapsed = max(time.perf_counter() - self.start, 1e-9)
-        out = {
-            "loss": float(self.loss_sum) / max(self.tokens, 1),
-            "grad_norm": float(torch.stack(self.grad_norms).float().mean()),
-            "tokens_per_sec": self.tokens / elapsed,
-        }
+        grad_norm = torch.stack(self.grad_norms).float().mean()
+        sums = {"loss": self.loss_sum}
         if self.align_sum is not None:  # per target token, like the loss
-            out["alignment_loss"] = float(self.align_sum) / max(self.tokens, 1)
+            sums["alignment_loss"] = self.align_sum
         if self.kl_sum is not None:
-            out["rdrop_kl"] = float(self.kl_sum) / max(self.tokens, 1)
+            sums["rdrop_kl"] = self.kl_sum
+        # one copy to the host (float64 holds each float32 value exactly)
+        values = [torch.as_tensor(v, device=grad_norm.device) for v in sums.values()]
+        grad, *totals = torch.stack([x.double() for x in (grad_norm, *values)]).tolist()
+        per_token = dict(
+            zip(sums, (t / max(self.tokens, 1) for t in totals), strict=True)
+        )
+        out = {
+            "loss": per_token.pop("loss"),
+            "grad_norm": grad,
+            "tokens_per_sec": self.tokens / elapsed,
+            **per_token,
+        }
         self._reset()
         return out
