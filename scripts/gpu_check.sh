@@ -179,10 +179,10 @@ wanted tests && part "pytest -m gpu" 180 "$out/pytest.txt" \
     "$py" -m pytest -q -m gpu -p no:cacheprovider --durations=20 tests
 
 if wanted recipe; then
-    # The full recipe, its training bounded to what the budget leaves after 150 s
-    # for the final validation, the checkpoint average and the beam-5 test scores
-    # (and 100 s for the decode part when it follows).
-    reserve=$((150 + $(wanted decode && echo 100 || echo 0)))
+    # The full recipe, its training bounded to what the budget leaves after 60 s for
+    # the final validation and the beam-5 test scores (and 90 s for the decode part
+    # when it follows).
+    reserve=$((60 + $(wanted decode && echo 90 || echo 0)))
     minutes=$(((deadline - SECONDS - reserve) / 60))
     rm -rf "$work/recipe"
     if ((minutes >= 1)); then
