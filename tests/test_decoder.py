@@ -214,8 +214,11 @@ def test_stacked_gru_equals_nn_gru_with_gradients(layers, device):
     out = torch.stack(outs, dim=1)
     assert_close(out, ref)
     grads = torch.autograd.grad(out.square().sum(), list(rnn.parameters()))
+    # cuDNN sums the gradient over the time steps in another order than autograd
+    # over the hand-stepped cells: up to 2e-5 apart in fp32 on an H200 (2026-12-04)
+    tol = {"rtol": 1e-3, "atol": 1e-4} if device == "cuda" else {}
     for g, r in zip(grads, ref_grads, strict=True):
-        assert_close(g, r)
+        assert_close(g, r, **tol)
 
 
 @pytest.mark.parametrize(("attention", "style", "feeding"), COMBOS)

@@ -81,7 +81,8 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
         random.setstate((int(py["version"]), tuple(py["state"]), py["gauss"]))
     if "numpy" in state:
         npy = state["numpy"]
-        keys = np.asarray(torch.as_tensor(npy["keys"]).numpy(), dtype=np.uint32)
+        # a checkpoint loaded onto a GPU holds its tensors there: to the host first
+        keys = np.asarray(torch.as_tensor(npy["keys"]).cpu().numpy(), dtype=np.uint32)
         np.random.set_state(
             (npy["name"], keys, npy["pos"], npy["has_gauss"], npy["cached_gaussian"])
         )
