@@ -35,14 +35,14 @@
 # tool brings back).
 #
 #   device tool:  run(command="bash scripts/gpu_check.sh", carry=["gpu"], timeout_s=600)
-#                 run(command="GPU_CHECK_RECIPE=1 bash scripts/gpu_check.sh", ...)
+#                 run(command='GPU_CHECK_PARTS="recipe decode" bash scripts/gpu_check.sh', ...)
 #   anywhere:     bash scripts/gpu_check.sh --install-only   # offline install + imports
 #
 # Without a CUDA device it stops within seconds, before installing anything.
 # Environment: PYTHON (python3), OUT (/tmp/seq2seq-gpu-check), SEQ2SEQ_GPU_WHEELS
 # (gpu/wheels), SEQ2SEQ_MULTI30K (gpu/multi30k), GPU_CHECK_WORK (/tmp/seq2seq-gpu-work),
 # GPU_CHECK_BUDGET_S, GPU_CHECK_BATCH_TOKENS, GPU_CHECK_WMT_PAIRS,
-# GPU_CHECK_WMT_TOKENS, GPU_CHECK_RECIPE.
+# GPU_CHECK_WMT_TOKENS, GPU_CHECK_PARTS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
