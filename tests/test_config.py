@@ -111,12 +111,16 @@ def test_config_dir_is_the_repositorys():
     assert Path(__file__).resolve().parent.parent / "configs" == CONFIG_DIR
 
 
-def test_evaluate_adds_a_gold_links_file_to_the_checkpoint_corpus():
+def test_evaluate_adds_a_gold_links_file_to_the_checkpoint_corpus(
+    tmp_path, monkeypatch
+):
     """seq2seq-evaluate data.alignments.test=FILE: AER on a corpus the checkpoint was
     trained without links for, even from a checkpoint saved before the field."""
     from seq2seq.cli.evaluate import corpus_settings
     from seq2seq.config import DataConfig
 
+    monkeypatch.chdir(tmp_path)
+    Path("gold.txt").write_text("0-0\n")  # the settings' check wants the file
     cfg = _compose("evaluate", ["checkpoint=x.pt", "data.alignments.test=gold.txt"])
     fields = OmegaConf.to_container(
         OmegaConf.structured(DataConfig()), enum_to_str=True
