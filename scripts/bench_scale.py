@@ -145,6 +145,18 @@ def data_args(corpus: Path, cache: Path, vocab: int) -> list[str]:
     ]
 
 
+def run_on_cache(code: str, corpus: Path, cache: Path, vocab: int) -> str:
+    """Standard output of ``code`` run in a fresh Python process whose arguments are
+    the prepare command's overrides for this corpus and cache."""
+    out = subprocess.run(
+        [sys.executable, "-c", code, *data_args(corpus, cache, vocab)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout
+
+
 def plan_seconds(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> float:
     """Median wall time of planning one epoch (3 epochs) on the prepared lengths."""
     code = (
@@ -170,13 +182,7 @@ def plan_seconds(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> fl
         "    times.append(time.perf_counter() - start)\n"
         "print(statistics.median(times))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, *data_args(corpus, cache, vocab)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return float(out.stdout.strip().splitlines()[-1])
+    return float(run_on_cache(code, corpus, cache, vocab).strip().splitlines()[-1])
 
 
 def data_memory(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> dict:
@@ -210,13 +216,7 @@ def data_memory(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> dic
         "anon1, file1 = mem()\n"
         "print(anon1 - anon0, file1 - file0)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, *data_args(corpus, cache, vocab)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    anon, mapped = map(float, out.stdout.split())
+    anon, mapped = map(float, run_on_cache(code, corpus, cache, vocab).split())
     return {"data_anon_mb": anon, "data_file_mb": mapped}
 
 
