@@ -28,9 +28,17 @@
 #      trainer.max_minutes to what the budget leaves), then beam-5 scores on test2016;
 #   decode: bench_decode.py on CUDA of the recipe's best.pt (or the 3-epoch run's), on
 #      the validation split: greedy and beam 5 at 8k and 32k-token batches [90 s].
+#   quality: the model-option ablation of docs/results.md on CUDA: the trainings of
+#      GPU_CHECK_QUALITY_RUNS ("NAME OVERRIDE...", ';'-separated; default: the
+#      vocabulary sizes and layer-norm variants below) of GPU_CHECK_QUALITY_EXPERIMENT
+#      (multi30k_en_de), all at once, each its whole schedule, started before the
+#      other parts and given what the budget leaves less 60 s; then, for each run that
+#      finished, beam-search validation BLEU of best.pt and of the average of the last
+#      five checkpoints (the recipe's decoding). Validation only: no test set.
 # GPU_CHECK_PARTS (default "tests model train bench compile wmt") picks the parts; they
-# run in the order tests, recipe, model, train, decode, bench, compile, wmt, so one
-# device call can run "tests recipe decode" and the next "bench compile wmt".
+# run in the order quality (started), tests, recipe, model, train, decode, bench,
+# compile, wmt, quality (awaited), so one device call can run "tests recipe decode"
+# and the next "bench compile wmt".
 # Results: $OUT/summary.txt and one log per part (at most 8 files, what the device
 # tool brings back).
 #
@@ -42,7 +50,8 @@
 # Environment: PYTHON (python3), OUT (/tmp/seq2seq-gpu-check), SEQ2SEQ_GPU_WHEELS
 # (gpu/wheels), SEQ2SEQ_MULTI30K (gpu/multi30k), GPU_CHECK_WORK (/tmp/seq2seq-gpu-work),
 # GPU_CHECK_BUDGET_S, GPU_CHECK_BATCH_TOKENS, GPU_CHECK_WMT_PAIRS,
-# GPU_CHECK_WMT_TOKENS, GPU_CHECK_PARTS.
+# GPU_CHECK_WMT_TOKENS, GPU_CHECK_PARTS, GPU_CHECK_QUALITY_RUNS,
+# GPU_CHECK_QUALITY_EXPERIMENT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -56,6 +65,12 @@ batch_tokens="${GPU_CHECK_BATCH_TOKENS:-8192 32768}"
 wmt_pairs="${GPU_CHECK_WMT_PAIRS:-200000}"
 wmt_tokens="${GPU_CHECK_WMT_TOKENS:-16384 65536}"
 selected=" ${GPU_CHECK_PARTS:-tests model train bench compile wmt} "
+quality_experiment="${GPU_CHECK_QUALITY_EXPERIMENT:-multi30k_en_de}"
+quality_runs="${GPU_CHECK_QUALITY_RUNS:-base;vocab4k tokenizer.vocab_size=4000;\
+vocab6k tokenizer.vocab_size=6000;layer_norm model.layer_norm=true;\
+layer_norm_residual4 model.layer_norm=true model.residual=true model.encoder.layers=4;\
+layer_norm_transition2 model.layer_norm=true model.encoder.transition_depth=2 \
+model.decoder.transition_depth=2}"
 carry_hint='run scripts/gpu_wheels.sh first and carry gpu/ (device tool: run(command="bash scripts/gpu_check.sh", carry=["gpu"]))'
 
 die() { echo "gpu_check: $*" >&2; exit 2; }
@@ -175,6 +190,30 @@ wanted() { [[ "$selected" == *" $1 "* ]]; }  # wanted PART: GPU_CHECK_PARTS name
 cache="data.cache_dir=$work/cache"
 logs=(hydra.job_logging.formatters.simple.datefmt=null trainer.progress=false)
 
+# quality, started: every run at once, in the background (awaited at the end).
+quality_dir="$work/quality"
+if wanted quality; then
+    rm -rf "$quality_dir"
+    mkdir -p "$quality_dir"
+    quality_limit=$((deadline - SECONDS - 60))
+    IFS=';' read -ra specs <<<"$quality_runs"
+    for spec in "${specs[@]}"; do
+        read -ra words <<<"$spec"
+        name=${words[0]}
+        echo "${words[*]:1}" >"$quality_dir/$name.overrides"
+        (
+            OMP_NUM_THREADS=2 timeout -k 10 "$quality_limit" seq2seq-train \
+                experiment="$quality_experiment" data.local_dir="$corpus" \
+                trainer.device=cuda evaluate_test=false \
+                data.cache_dir="$quality_dir/$name.cache" \
+                hydra.run.dir="$quality_dir/$name" "${logs[@]}" "${words[@]:1}" \
+                >"$quality_dir/$name.log" 2>&1
+            echo "exit $?" >>"$quality_dir/$name.log"
+        ) &
+    done
+    echo "gpu_check: quality runs started (${#specs[@]}, at most $quality_limit s)"
+fi
+
 wanted tests && part "pytest -m gpu" 180 "$out/pytest.txt" \
     "$py" -m pytest -q -m gpu -p no:cacheprovider --durations=20 tests
 
@@ -262,6 +301,41 @@ for tokens in $wmt_tokens; do
 done
 fi
 
+# quality, awaited: each finished run's best.pt and average of the last five, scored
+# with beam search on the validation split.
+if wanted quality; then
+    wait
+    log="$out/quality.txt"
+    : >"$log"
+    for run_log in "$quality_dir"/*.log; do  # the scores, all runs at once
+        run="${run_log%.log}"
+        steps=("$run"/checkpoints/step*.pt)
+        [[ -f "$run/checkpoints/best.pt" && -f "${steps[0]}" ]] || continue
+        ((${#steps[@]} > 5)) && steps=("${steps[@]: -5}")
+        (
+            seq2seq-average "${steps[@]}" -o "$run/checkpoints/avg5.pt" >/dev/null 2>&1
+            for pt in best avg5; do
+                echo "valid beam $pt:" \
+                    "$(timeout 50 seq2seq-evaluate checkpoint="$run/checkpoints/$pt.pt" \
+                        split=validation hydra.run.dir="$run/eval_$pt" 2>&1 \
+                        | grep -E '^BLEU' | head -n 1 | cut -d'|' -f1)"
+            done >"$run.scores"
+        ) &
+    done
+    wait
+    for run_log in "$quality_dir"/*.log; do
+        run="${run_log%.log}"
+        echo "### $(basename "$run"): $quality_experiment $(cat "$run.overrides")" >>"$log"
+        grep -E "\] - (model: |step [0-9]+ \| valid)|^exit " "$run_log" >>"$log"
+        cat "$run.scores" >>"$log" 2>/dev/null
+    done
+    if grep -q "^exit 0" "$log"; then
+        echo "ok | quality runs | $(grep -c '^exit 0' "$log") of $(grep -c '^### ' "$log") finished" >>"$parts"
+    else
+        echo "FAIL | quality runs | none finished" >>"$parts"
+    fi
+fi
+
 # 5. The summary.
 "$py" - "$out" "$parts" "$gpu" "$budget" "$SECONDS" >"$out/summary.txt" <<'EOF'
 import re
@@ -345,6 +419,16 @@ if read("decode.txt"):
     print("\n## decoding on CUDA (bench_decode.py --device cuda, validation split)")
     print("\n".join(x for x in read("decode.txt")
                     if x.startswith(("| ", "/")) or " sentences), " in x))
+
+if read("quality.txt"):
+    print("\n## quality ablation (validation split; greedy BLEU per epoch, then beam)")
+    for line in read("quality.txt"):
+        if line.startswith(("### ", "exit ", "valid beam")):
+            print(line)
+        elif v := re.search(r"step (\d+) \| valid .*?BLEU ([\d.]+)", line):
+            print(f"  step {v.group(1)}: greedy BLEU {v.group(2)}")
+        elif "] - model: " in line:
+            print("  " + line.split("] - ", 1)[1])
 
 print("\n## pytest -m gpu")
 tally = r"\d+ (passed|failed|errors?|skipped|deselected)|no tests ran"

@@ -197,6 +197,8 @@ class EncoderConfig:
     hidden_size: int = 256  # per direction
     layers: int = 2
     dropout: float = 0.2  # between GRU layers
+    # GRU transitions per time step and layer (Nematus' deep transition); 1: plain GRU
+    transition_depth: int = 1
 
 
 @dataclass
@@ -206,6 +208,8 @@ class DecoderConfig:
     layers: int = 1
     input_feeding: bool = True  # Luong style only
     dropout: float = 0.2  # on the output layer's input
+    # GRU transitions per time step and layer (Nematus' deep transition); 1: plain GRU
+    transition_depth: int = 1
 
 
 @dataclass
@@ -215,6 +219,10 @@ class ModelConfig:
     word_dropout: float = 0.0  # probability of replacing a whole input token by UNK
     bridge: Bridge = Bridge.bridge
     tie_embeddings: bool = False
+    # Per-gate layer normalization in every encoder and decoder GRU (RNMT+)
+    layer_norm: bool = False
+    # Residual connections from the third GRU layer up, encoder and decoder (RNMT+)
+    residual: bool = False
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     decoder: DecoderConfig = field(default_factory=DecoderConfig)
     attention: AttentionConfig = field(default_factory=AttentionConfig)

@@ -163,10 +163,17 @@ def check_tokenizer(cfg: Any, prefix: str = "tokenizer.") -> None:
 def check_model(cfg: Any, prefix: str = "model.") -> None:
     sizes = ["emb_dim", "encoder.hidden_size", "encoder.layers"]
     sizes += ["decoder.hidden_size", "decoder.layers", "attention.heads"]
-    sizes += ["attention.dim"]
+    sizes += ["attention.dim", "encoder.transition_depth", "decoder.transition_depth"]
     rates = ["emb_dropout", "word_dropout", "encoder.dropout", "decoder.dropout"]
     check_values(cfg, prefix, dict.fromkeys(sizes, AT_LEAST_1))
     check_values(cfg, prefix, dict.fromkeys(rates, RATE))
+    deepest = max(cfg.encoder.layers, cfg.decoder.layers)
+    require(
+        not cfg.residual or deepest >= 3,
+        f"{prefix}residual=true adds residual connections from the third GRU layer "
+        f"up, but {prefix}encoder.layers={cfg.encoder.layers} and "
+        f"{prefix}decoder.layers={cfg.decoder.layers}; set one of them to 3 or more",
+    )
     kind = AttentionType(cfg.attention.type)
     normalizer = Normalizer(cfg.attention.normalizer)
     require(

@@ -155,7 +155,9 @@ class SearchStep:
     ) -> None:
         self.model, self.decoder = model, model.decoder
         self.vocab_dtype, self.candidates = vocab_dtype, candidates
-        self.shortcut = SHORTCUTS.get(self.decoder.style)
+        # a DeepGRU (layer norm, deep transition, residual) has no shortcut
+        plain = self.decoder.plain_gru
+        self.shortcut = SHORTCUTS.get(self.decoder.style) if plain else None
         self._tables: _Tables | None = None
         self._vocab: LoweredProjection | None = None
 

@@ -28,6 +28,7 @@ from torch.nn import functional as F
 
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import Attention, AttentionOutput, Keys, attend_step
+from seq2seq.model.deep_gru import build_rnn
 from seq2seq.model.gru import StackedGRU
 from seq2seq.model.precision import cast_like_autocast
 
@@ -210,10 +211,14 @@ class Decoder(nn.Module):
         word_dropout: float = 0.0,
         tie_embeddings: bool = False,
         input_feeding: bool = False,
+        layer_norm: bool = False,
+        transition_depth: int = 1,
+        residual: bool = False,
     ) -> None:
         """``input_feeding`` applies to the Luong style only; ``tie_embeddings`` shares
         the target embeddings with the vocabulary projection (with a projection from
-        the feature size to ``emb_dim`` when they differ)."""
+        the feature size to ``emb_dim`` when they differ); ``layer_norm``,
+        ``transition_depth`` and ``residual`` make the GRU a ``DeepGRU``."""
         super().__init__()
         self.hidden_size = hidden_size
         self.layers = layers
@@ -223,12 +228,14 @@ class Decoder(nn.Module):
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.emb_dropout = nn.Dropout(emb_dropout)
         self.attention = attention
-        self.rnn = nn.GRU(
+        self.rnn = build_rnn(
             self._rnn_input_size(emb_dim, attention.context_size),
             hidden_size,
-            num_layers=layers,
-            batch_first=True,
-            dropout=dropout if layers > 1 else 0.0,
+            layers,
+            dropout,
+            layer_norm=layer_norm,
+            transition_depth=transition_depth,
+            residual=residual,
         )
         self.feature = self._feature_layer(emb_dim, attention.context_size)
         tied = self.embedding if tie_embeddings else None
@@ -266,9 +273,17 @@ class Decoder(nn.Module):
         return DecoderState(hidden.transpose(0, 1).contiguous(), feed, keys)
 
     @property
+    def plain_gru(self) -> bool:
+        """Whether the GRU is ``nn.GRU`` (no layer norm, deep transition or residual
+        stack): the hand-stepped ``StackedGRU`` loops and the search's shortcuts
+        apply only then; a ``DeepGRU`` runs ``reference_step`` (its own loop)."""
+        return isinstance(self.rnn, nn.GRU)
+
+    @property
     def has_step_loop(self) -> bool:
-        """Whether ``fast_features`` steps through time at all."""
-        return True
+        """Whether ``fast_features`` has a step loop that ``trainer.compile`` can
+        compile."""
+        return self.plain_gru
 
     def _loop_body(self, fn: Callable) -> Callable:
         """The loop body ``fn`` (a function of the class) bound to this decoder,
@@ -400,7 +415,9 @@ class BahdanauDecoder(Decoder):
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """The step loop holds only what depends on the recurrence: the embeddings'
         part of the GRU input gates is one matmul before the loop, the deep output
-        one matmul after it."""
+        one matmul after it. A ``DeepGRU`` runs the reference loop."""
+        if not self.plain_gru:
+            return self.reference_features(emb, state)
         gru = StackedGRU(self.rnn, emb.size(-1), self.training)
         gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H), all steps at once
         b, source = state.keys.mask.shape
@@ -439,7 +456,8 @@ class LuongDecoder(Decoder):
 
     @property
     def has_step_loop(self) -> bool:
-        return self.input_feeding  # without feeding: one GRU call over all steps
+        # without feeding: one GRU call over all steps
+        return self.input_feeding and self.plain_gru
 
     def _split_feature(self) -> tuple[Tensor, Tensor]:
         """W_c ``(H, C + H)`` over [c; h] as its h and c parts ``(H, H)``, ``(C, H)``,
@@ -498,7 +516,10 @@ class LuongDecoder(Decoder):
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Input feeding: the step loop, with the embeddings' part of the GRU input
-        gates computed for all steps in one matmul before it."""
+        gates computed for all steps in one matmul before it (a ``DeepGRU``: the
+        reference loop)."""
+        if not self.plain_gru:
+            return self.reference_features(emb, state)
         gru = StackedGRU(self.rnn, emb.size(-1), self.training)
         gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H)
         b, source = state.keys.mask.shape

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.data.tokenizer import PAD_ID
+from seq2seq.model.deep_gru import DeepGRU, build_rnn
 
 
 class EncoderOutput(NamedTuple):
@@ -29,9 +30,9 @@ class EncoderOutput(NamedTuple):
 
 
 class BiGRUEncoder(nn.Module):
-    """Embeddings (+ dropout) and a bidirectional GRU run over packed sequences, so
-    padding never enters the recurrence and a sentence encodes the same alone or in a
-    padded batch."""
+    """Embeddings (+ dropout) and a bidirectional GRU run over packed sequences (or,
+    for a ``DeepGRU``, masked), so padding never enters the recurrence and a sentence
+    encodes the same alone or in a padded batch."""
 
     def __init__(
         self,
@@ -41,17 +42,23 @@ class BiGRUEncoder(nn.Module):
         layers: int = 1,
         dropout: float = 0.0,
         emb_dropout: float = 0.0,
+        layer_norm: bool = False,
+        transition_depth: int = 1,
+        residual: bool = False,
     ) -> None:
+        """``layer_norm``, ``transition_depth`` and ``residual``: see ``DeepGRU``."""
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.emb_dropout = nn.Dropout(emb_dropout)
-        self.rnn = nn.GRU(
+        self.rnn = build_rnn(
             emb_dim,
             hidden_size,
-            num_layers=layers,
-            batch_first=True,
-            bidirectional=True,
-            dropout=dropout if layers > 1 else 0.0,
+            layers,
+            dropout,
+            True,
+            layer_norm,
+            transition_depth,
+            residual,
         )
         self.layers = layers
         self.hidden_size = hidden_size
@@ -62,6 +69,10 @@ class BiGRUEncoder(nn.Module):
         and final states ``(layers, B, 2He)`` (last forward state ‖ last backward
         state, per layer)."""
         emb = self.emb_dropout(self.embedding(src))  # (B, S, E)
+        if isinstance(self.rnn, DeepGRU):
+            mask = torch.arange(src.size(1)) < src_lengths.cpu()[:, None]
+            memory, h_n = self.rnn(emb, None, mask.to(src.device, non_blocking=True))
+            return memory, self._finals(h_n)
         # Sorted by length here, as pack_padded_sequence(enforce_sorted=False) would,
         # but with the permutations made on the host and sent without waiting: its
         # own copies (sorted indices up, unsorted indices down) make the host wait.
@@ -75,10 +86,13 @@ class BiGRUEncoder(nn.Module):
             out, batch_first=True, total_length=src.size(1)
         )  # (B, S, 2He), sorted order
         memory, h_n = memory.index_select(0, inverse), h_n.index_select(1, inverse)
-        b = src.size(0)
-        h_n = h_n.view(self.layers, 2, b, self.hidden_size)
-        final = torch.cat([h_n[:, 0], h_n[:, 1]], dim=-1)  # (layers, B, 2He)
-        return memory, final
+        return memory, self._finals(h_n)
+
+    def _finals(self, h_n: Tensor) -> Tensor:
+        """h_n ``(layers * 2, B, He)`` → ``(layers, B, 2He)``: per layer, the last
+        forward state beside the last backward state."""
+        h_n = h_n.view(self.layers, 2, h_n.size(1), self.hidden_size)
+        return torch.cat([h_n[:, 0], h_n[:, 1]], dim=-1)
 
 
 class LinearBridge(nn.Module):

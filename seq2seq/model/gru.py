@@ -30,11 +30,11 @@ from seq2seq.model.precision import cast_like_autocast
 
 def gru_update(gi: Tensor, gh: Tensor, h: Tensor) -> Tensor:
     """One GRU update from input gates ``gi`` and hidden gates ``gh`` (both
-    ``(B, 3H)``, biases included) and the previous state ``h`` ``(B, H)``."""
+    ``(..., 3H)``, biases included) and the previous state ``h`` ``(..., H)``."""
     size = h.size(-1)
-    rz = torch.sigmoid(gi[:, : 2 * size] + gh[:, : 2 * size])  # (B, 2H)
-    r, z = rz[:, :size], rz[:, size:]
-    n = torch.tanh(torch.addcmul(gi[:, 2 * size :], r, gh[:, 2 * size :]))
+    rz = torch.sigmoid(gi[..., : 2 * size] + gh[..., : 2 * size])  # (..., 2H)
+    r, z = rz[..., :size], rz[..., size:]
+    n = torch.tanh(torch.addcmul(gi[..., 2 * size :], r, gh[..., 2 * size :]))
     return torch.addcmul(n, z, h - n)
 
 

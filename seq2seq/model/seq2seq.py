@@ -109,10 +109,13 @@ def validate_model_config(cfg: ModelConfig) -> DecoderStyle:
 
 def init_weights(model: nn.Module) -> None:
     """Uniform ±0.1 for every parameter, orthogonal recurrent matrices (per gate), zero
-    biases and padding embeddings. Deterministic under ``torch.manual_seed``."""
+    biases and padding embeddings, layer-norm gains at 1. Deterministic under
+    ``torch.manual_seed``."""
     for name, param in model.named_parameters():
         if "bias" in name:
             nn.init.zeros_(param)
+        elif ".norm_" in name:  # DeepGRU's layer-norm gains
+            nn.init.ones_(param)
         elif "weight_hh" in name:
             for gate in param.data.chunk(3, dim=0):  # GRU gates r, z, n
                 nn.init.orthogonal_(gate)
@@ -139,6 +142,9 @@ def build_model(
         layers=cfg.encoder.layers,
         dropout=cfg.encoder.dropout,
         emb_dropout=cfg.emb_dropout,
+        layer_norm=cfg.layer_norm,
+        transition_depth=cfg.encoder.transition_depth,
+        residual=cfg.residual,
     )
     hd = cfg.decoder.hidden_size
     bridge = BRIDGES[Bridge(cfg.bridge)](encoder.output_size, hd, cfg.decoder.layers)
@@ -161,6 +167,9 @@ def build_model(
         word_dropout=cfg.word_dropout,
         tie_embeddings=cfg.tie_embeddings,
         input_feeding=cfg.decoder.input_feeding,
+        layer_norm=cfg.layer_norm,
+        transition_depth=cfg.decoder.transition_depth,
+        residual=cfg.residual,
     )
     model = Seq2Seq(encoder, bridge, decoder)
     init_weights(model)
