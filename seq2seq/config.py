@@ -210,6 +210,9 @@ class DecoderConfig:
     dropout: float = 0.2  # on the output layer's input
     # GRU transitions per time step and layer (Nematus' deep transition); 1: plain GRU
     transition_depth: int = 1
+    # RNMT+: attend with the bottom layer, feed its context to every layer above
+    # (Luong style, no input feeding, 2+ layers)
+    context_to_layers: bool = False
 
 
 @dataclass

@@ -175,6 +175,20 @@ def check_model(cfg: Any, prefix: str = "model.") -> None:
         f"{prefix}decoder.layers={cfg.decoder.layers}; set one of them to 3 or more",
     )
     kind = AttentionType(cfg.attention.type)
+    dec = cfg.decoder
+    if dec.context_to_layers:
+        style = dec.style or cfg.attention.style
+        require(
+            str(style) == "luong"
+            and not dec.input_feeding
+            and dec.layers >= 2
+            and kind != AttentionType.none,
+            f"{prefix}decoder.context_to_layers=true (RNMT+) needs the Luong style "
+            f"without input feeding, 2 or more decoder layers and an attention; here "
+            f"style {style}, {prefix}decoder.input_feeding="
+            f"{str(dec.input_feeding).lower()}, {prefix}decoder.layers={dec.layers}, "
+            f"{prefix}attention.type={kind}",
+        )
     normalizer = Normalizer(cfg.attention.normalizer)
     require(
         kind != AttentionType.none or normalizer == Normalizer.softmax,

@@ -256,3 +256,71 @@ def test_bad_option_values_name_the_setting(field, value, match):
         setattr(cfg, last, value)
     with pytest.raises(ConfigValueError, match=match):
         build_model(cfg, V_SRC, V_TGT)
+
+
+def _rnmt(layers=3, **fields):
+    cfg = tiny_config("luong_general", "luong", feeding=False)
+    cfg.decoder.layers, cfg.decoder.context_to_layers = layers, True
+    for key, value in fields.items():
+        setattr(cfg, key, value)
+    return _model(cfg)
+
+
+@pytest.mark.parametrize("fields", [{}, {"layer_norm": True, "residual": True}])
+def test_context_to_layers_teacher_forcing_equals_the_reference_steps(fields):
+    """RNMT+'s decoder: each layer over all steps in one call equals ``step`` at each
+    target step, in value and gradient, and the search runs ``reference_step``."""
+    model = _rnmt(**fields)
+    dec = model.decoder
+    assert len(dec.upper) == 2 and dec.upper[0].input_size == 8 + 8  # [h; c]
+    src, lengths, mask, tgt_in = tiny_batch()
+    out = model(src, lengths, mask, tgt_in)
+    weight = dec.upper[-1].weight_hh_l0
+    (want_grad,) = torch.autograd.grad(out.logits.square().sum(), weight)
+    state = model.init_state(model.encode(src, lengths, mask))
+    logits = []
+    for t in range(tgt_in.size(1)):
+        feat, state, att = dec.reference_step(dec.embed(tgt_in[:, t]), state)
+        logits.append(dec.output(feat))
+        assert_close(att.weights, out.attention[:, t])
+    loop = torch.stack(logits, dim=1)
+    assert_close(loop, out.logits)
+    (grad,) = torch.autograd.grad(loop.square().sum(), weight)
+    assert_close(grad, want_grad)
+    assert SearchStep(model).shortcut is None
+
+
+def test_context_to_layers_attends_with_the_bottom_layer_and_feeds_every_layer():
+    """The attention reads the bottom layer's states; the context reaches the top:
+    its weights follow the bottom layer alone, and a changed context changes the
+    features even where the bottom layer is the same."""
+    model = _rnmt()
+    dec, (src, lengths, mask, tgt_in) = model.decoder, tiny_batch()
+    with torch.no_grad():
+        state = model.init_state(model.encode(src, lengths, mask))
+        emb = dec.embed(tgt_in)
+        _, weights, _ = dec.fast_features(emb, state)
+        low, _ = dec.rnn(emb, state.hidden[:1])
+        assert_close(weights, dec.attention.attend(low, state.keys).weights)
+        dec.feature.weight[:, :8] = 0.0  # the output layer's own view of c gone
+        other = state._replace(keys=state.keys._replace(values=-state.keys.values))
+        changed, _, _ = dec.fast_features(emb, other)
+        plain, _, _ = dec.fast_features(emb, state)
+    assert not torch.allclose(changed, plain)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"input_feeding": True}, "input_feeding=true"),
+        ({"layers": 1}, "decoder.layers=1"),
+        ({"style": "bahdanau"}, "style bahdanau"),
+    ],
+)
+def test_context_to_layers_names_what_it_needs(fields, match):
+    cfg = tiny_config("luong_general", "luong", feeding=False)
+    cfg.decoder.context_to_layers = True
+    for key, value in fields.items():
+        setattr(cfg.decoder, key, value)
+    with pytest.raises(ConfigValueError, match=match):
+        build_model(cfg, V_SRC, V_TGT)

@@ -189,6 +189,7 @@ class Decoder(nn.Module):
 
     style: str
     supports_feeding: bool = False
+    supports_context_to_layers: bool = False
     # Run the step loop's body through torch.compile (``trainer.compile``): it fuses
     # the element-wise work of a step (GRU gates, additive scores, softmax) into few
     # kernels, which matters most where each kernel launch costs (CUDA).
@@ -214,28 +215,45 @@ class Decoder(nn.Module):
         layer_norm: bool = False,
         transition_depth: int = 1,
         residual: bool = False,
+        context_to_layers: bool = False,
     ) -> None:
         """``input_feeding`` applies to the Luong style only; ``tie_embeddings`` shares
         the target embeddings with the vocabulary projection (with a projection from
         the feature size to ``emb_dim`` when they differ); ``layer_norm``,
-        ``transition_depth`` and ``residual`` make the GRU a ``DeepGRU``."""
+        ``transition_depth`` and ``residual`` make the GRU a ``DeepGRU``;
+        ``context_to_layers`` (Luong without input feeding, 2+ layers): RNMT+'s
+        decoder, the attention reads the bottom layer and its context feeds every
+        layer above (``LuongDecoder``)."""
         super().__init__()
+        if context_to_layers and not self.supports_context_to_layers:
+            raise ValueError(
+                f"the {self.style} decoder cannot feed the context to layers"
+            )
         self.hidden_size = hidden_size
         self.layers = layers
+        self.context_to_layers = context_to_layers
+        self.layer_dropout = dropout if layers > 1 else 0.0
+        self.residual = residual
         self.word_dropout = word_dropout
         self.input_feeding = input_feeding and self.supports_feeding
         self.feed_size = hidden_size if self.input_feeding else 0
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.emb_dropout = nn.Dropout(emb_dropout)
         self.attention = attention
+        deep = {"layer_norm": layer_norm, "transition_depth": transition_depth}
         self.rnn = build_rnn(
             self._rnn_input_size(emb_dim, attention.context_size),
             hidden_size,
-            layers,
+            1 if context_to_layers else layers,
             dropout,
-            layer_norm=layer_norm,
-            transition_depth=transition_depth,
             residual=residual,
+            **deep,
+        )
+        # context_to_layers: layers 2..L, one GRU each over [h_{k-1}; c]
+        upper = hidden_size + attention.context_size
+        self.upper = nn.ModuleList(
+            build_rnn(upper, hidden_size, 1, 0.0, **deep)
+            for _ in range(layers - 1 if context_to_layers else 0)
         )
         self.feature = self._feature_layer(emb_dim, attention.context_size)
         tied = self.embedding if tie_embeddings else None
@@ -277,7 +295,7 @@ class Decoder(nn.Module):
         """Whether the GRU is ``nn.GRU`` (no layer norm, deep transition or residual
         stack): the hand-stepped ``StackedGRU`` loops and the search's shortcuts
         apply only then; a ``DeepGRU`` runs ``reference_step`` (its own loop)."""
-        return isinstance(self.rnn, nn.GRU)
+        return isinstance(self.rnn, nn.GRU) and not self.context_to_layers
 
     @property
     def has_step_loop(self) -> bool:
@@ -447,6 +465,7 @@ class LuongDecoder(Decoder):
 
     style = "luong"
     supports_feeding = True
+    supports_context_to_layers = True
 
     def _rnn_input_size(self, emb_dim: int, context_size: int) -> int:
         return emb_dim + self.feed_size
@@ -493,9 +512,52 @@ class LuongDecoder(Decoder):
         feed, att = self._attentional(hidden[-1], keys, *weights)
         return hidden, feed, att
 
+    def _upper_layers(
+        self, low: Tensor, context: Tensor, hidden: Tensor
+    ) -> tuple[Tensor, list[Tensor]]:
+        """RNMT+'s layers above the attention: low ``(B, T, H)`` the bottom layer's
+        outputs, context ``(B, T, C)``, hidden ``(L-1, B, H)`` → the top layer's outputs
+        ``(B, T, H)`` and each layer's last state ``(L-1) × (1, B, H)``. Layer k reads
+        [dropout(h_{k-1}); c]; from the third layer up, with ``residual``, it adds its
+        dropped-out output to h_{k-1}."""
+        x, finals = low, []
+        for k, rnn in enumerate(self.upper, start=1):
+            drop = partial(F.dropout, p=self.layer_dropout, training=self.training)
+            out, h = rnn(torch.cat([drop(x), context], dim=-1), hidden[k - 1 : k])
+            x = x + drop(out) if self.residual and k >= 2 else out
+            finals.append(h)
+        return x, finals
+
+    def _layered_step(
+        self, emb: Tensor, state: DecoderState
+    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        """``reference_step`` with ``context_to_layers``: the bottom layer, the
+        attention on its state, the layers above on [h; c], h̃ = tanh(W_c [c; h_L])."""
+        low, h_low = self.rnn(emb.unsqueeze(1), state.hidden[:1])  # (B, 1, H)
+        att = attend_step(self.attention, low[:, 0], state.keys)
+        top, finals = self._upper_layers(
+            low, att.context.unsqueeze(1), state.hidden[1:]
+        )
+        feat = torch.tanh(self.feature(torch.cat([att.context, top[:, 0]], dim=-1)))
+        hidden = torch.cat([h_low, *finals])
+        return feat, DecoderState(hidden, state.feed, state.keys), att
+
+    def _layered_features(
+        self, emb: Tensor, state: DecoderState
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """``fast_features`` with ``context_to_layers``: each layer over all steps in
+        one call, the attention once between the bottom layer and the rest."""
+        low, _ = self.rnn(emb, state.hidden[:1])  # (B, T, H)
+        att = self.attention.attend(low, state.keys)  # (B, T, C), (B, T, S)
+        top, _ = self._upper_layers(low, att.context, state.hidden[1:])
+        feats = torch.tanh(self.feature(torch.cat([att.context, top], dim=-1)))
+        return feats, att.weights, att.head_weights
+
     def reference_step(
         self, emb: Tensor, state: DecoderState
     ) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        if self.context_to_layers:
+            return self._layered_step(emb, state)
         rnn_in = torch.cat([emb, state.feed], dim=-1).unsqueeze(1)  # (B, 1, E + F)
         out, hidden = self.rnn(rnn_in, state.hidden)  # nn.GRU: faster for one step
         feat, att = self._attentional(out[:, 0], state.keys, *self._split_feature())
@@ -507,6 +569,8 @@ class LuongDecoder(Decoder):
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         if self.input_feeding:
             return self._fed_features(emb, state)
+        if self.context_to_layers:
+            return self._layered_features(emb, state)
         out, _ = self.rnn(emb, state.hidden)  # (B, T, H): one call over all steps
         att = self.attention.attend(out, state.keys)  # (B, T, C), (B, T, S)
         feats = torch.tanh(self.feature(torch.cat([att.context, out], dim=-1)))

@@ -170,6 +170,7 @@ def build_model(
         layer_norm=cfg.layer_norm,
         transition_depth=cfg.decoder.transition_depth,
         residual=cfg.residual,
+        context_to_layers=cfg.decoder.context_to_layers,
     )
     model = Seq2Seq(encoder, bridge, decoder)
     init_weights(model)
