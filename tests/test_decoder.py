@@ -228,25 +228,26 @@ def test_one_layer_forward_equals_step_loop_with_gradients(attention, style, fee
     cfg = tiny_config(attention, style, feeding)
     cfg.decoder.layers = 1
     model = _model(cfg)
-    src, lengths, mask, tgt_in = tiny_batch()
+    forward_equals_reference_steps(model, tiny_batch(), model.decoder.rnn.weight_hh_l0)
+
+
+def forward_equals_reference_steps(model, batch, weight) -> None:
+    """Assert that teacher forcing (``model(...)``) equals ``reference_step`` at each
+    target step: logits, attention weights and the gradient of ``weight``."""
+    src, lengths, mask, tgt_in = batch
     out = model(src, lengths, mask, tgt_in)
-    grads = torch.autograd.grad(
-        out.logits.square().sum(), model.decoder.rnn.weight_hh_l0
-    )
+    (want,) = torch.autograd.grad(out.logits.square().sum(), weight)
+    dec = model.decoder
     state = model.init_state(model.encode(src, lengths, mask))
     logits = []
-    for t in range(4):
-        feat, state, att = model.decoder.reference_step(
-            model.decoder.embed(tgt_in[:, t]), state
-        )
-        logits.append(model.decoder.output(feat))
+    for t in range(tgt_in.size(1)):
+        feat, state, att = dec.reference_step(dec.embed(tgt_in[:, t]), state)
+        logits.append(dec.output(feat))
         assert_close(att.weights, out.attention[:, t])
     loop = torch.stack(logits, dim=1)
     assert_close(loop, out.logits)
-    loop_grads = torch.autograd.grad(
-        loop.square().sum(), model.decoder.rnn.weight_hh_l0
-    )
-    assert_close(loop_grads[0], grads[0])
+    (grad,) = torch.autograd.grad(loop.square().sum(), weight)
+    assert_close(grad, want)
 
 
 @pytest.mark.parametrize(("attention", "style", "feeding"), COMBOS)

@@ -17,7 +17,14 @@ from seq2seq.model.deep_gru import DeepGRU, gate_norm
 from seq2seq.model.encoder import BiGRUEncoder
 from seq2seq.model.seq2seq import build_model
 from tests.conftest import DEVICES
-from tests.test_decoder import V_SRC, V_TGT, _model, tiny_batch, tiny_config
+from tests.test_decoder import (
+    V_SRC,
+    V_TGT,
+    _model,
+    forward_equals_reference_steps,
+    tiny_batch,
+    tiny_config,
+)
 
 LENGTHS = torch.tensor([6, 4, 1])
 MASK = torch.arange(6)[None] < LENGTHS[:, None]
@@ -194,22 +201,8 @@ def test_teacher_forcing_equals_the_reference_steps(
     assert isinstance(model.decoder.rnn, DeepGRU)
     assert isinstance(model.encoder.rnn, DeepGRU)
     src, lengths, mask, tgt_in = tiny_batch()
-    src, mask, tgt_in = src.to(device), mask.to(device), tgt_in.to(device)
-    out = model(src, lengths, mask, tgt_in)
-    weight = model.decoder.rnn.weight_hh_l0
-    (want_grad,) = torch.autograd.grad(out.logits.square().sum(), weight)
-    state = model.init_state(model.encode(src, lengths, mask))
-    logits = []
-    for t in range(tgt_in.size(1)):
-        feat, state, att = model.decoder.reference_step(
-            model.decoder.embed(tgt_in[:, t]), state
-        )
-        logits.append(model.decoder.output(feat))
-        assert_close(att.weights, out.attention[:, t])
-    loop = torch.stack(logits, dim=1)
-    assert_close(loop, out.logits)
-    (grad,) = torch.autograd.grad(loop.square().sum(), weight)
-    assert_close(grad, want_grad)
+    batch = (src.to(device), lengths, mask.to(device), tgt_in.to(device))
+    forward_equals_reference_steps(model, batch, model.decoder.rnn.weight_hh_l0)
     assert SearchStep(model).shortcut is None
 
 
@@ -273,20 +266,7 @@ def test_context_to_layers_teacher_forcing_equals_the_reference_steps(fields):
     model = _rnmt(**fields)
     dec = model.decoder
     assert len(dec.upper) == 2 and dec.upper[0].input_size == 8 + 8  # [h; c]
-    src, lengths, mask, tgt_in = tiny_batch()
-    out = model(src, lengths, mask, tgt_in)
-    weight = dec.upper[-1].weight_hh_l0
-    (want_grad,) = torch.autograd.grad(out.logits.square().sum(), weight)
-    state = model.init_state(model.encode(src, lengths, mask))
-    logits = []
-    for t in range(tgt_in.size(1)):
-        feat, state, att = dec.reference_step(dec.embed(tgt_in[:, t]), state)
-        logits.append(dec.output(feat))
-        assert_close(att.weights, out.attention[:, t])
-    loop = torch.stack(logits, dim=1)
-    assert_close(loop, out.logits)
-    (grad,) = torch.autograd.grad(loop.square().sum(), weight)
-    assert_close(grad, want_grad)
+    forward_equals_reference_steps(model, tiny_batch(), dec.upper[-1].weight_hh_l0)
     assert SearchStep(model).shortcut is None
 
 
