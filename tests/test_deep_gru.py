@@ -3,6 +3,7 @@ each gate's pre-activations; a residual stack of zero layers is the identity; a
 transition that keeps its state is depth 1; the model's fast paths equal its
 reference step with each option on; and the options are off by default."""
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -13,10 +14,12 @@ from torch.testing import assert_close
 from seq2seq.config import ModelConfig
 from seq2seq.config_checks import ConfigValueError
 from seq2seq.decoding.shortcuts import SearchStep
+from seq2seq.decoding.translator import Translator
 from seq2seq.model.deep_gru import DeepGRU, gate_norm
 from seq2seq.model.encoder import BiGRUEncoder
 from seq2seq.model.seq2seq import build_model
 from tests.conftest import DEVICES
+from tests.helpers import build_trainer, tiny_train_config
 from tests.test_decoder import (
     V_SRC,
     V_TGT,
@@ -304,3 +307,32 @@ def test_context_to_layers_names_what_it_needs(fields, match):
         setattr(cfg.decoder, key, value)
     with pytest.raises(ConfigValueError, match=match):
         build_model(cfg, V_SRC, V_TGT)
+
+
+def test_every_option_trains_saves_translates_and_shows_its_attention(tmp_path):
+    """End to end with every option on: the trainer trains and validates (attention
+    pictures included, ``trainer.alignment_samples``), the checkpoint loads in a
+    ``Translator`` that beam-searches, and its attention maps are distributions."""
+    options = [
+        "model/attention=luong_general",
+        "model.decoder.input_feeding=false",
+        "model.decoder.layers=2",
+        "model.decoder.context_to_layers=true",
+        "model.encoder.layers=3",
+        "model.residual=true",
+        "model.layer_norm=true",
+        "model.encoder.transition_depth=2",
+    ]
+    budget = ["trainer.max_steps=4", "trainer.valid_every=4"]
+    budget += ["trainer.valid_max_sentences=8", "trainer.alignment_samples=1"]
+    cfg = tiny_train_config(tmp_path / "cache", *options, *budget)
+    build_trainer(cfg, tmp_path / "run").fit()
+    checkpoint = tmp_path / "run" / "checkpoints" / "last.pt"
+    translator = Translator.from_checkpoint(checkpoint, device="cpu", beam_size=3)
+    assert isinstance(translator.model.encoder.rnn, DeepGRU)
+    assert isinstance(translator.model.decoder.rnn, DeepGRU)
+    texts = ["good morning", "where is the station?"]
+    assert len(translator.translate(texts)) == 2
+    for amap in translator.attention(texts):
+        assert amap.weights.shape == (len(amap.tgt_tokens), len(amap.src_tokens))
+        assert np.allclose(amap.weights.sum(-1), 1.0, atol=1e-4)
