@@ -521,8 +521,8 @@ class LuongDecoder(Decoder):
         [dropout(h_{k-1}); c]; from the third layer up, with ``residual``, it adds its
         dropped-out output to h_{k-1}."""
         x, finals = low, []
+        drop = partial(F.dropout, p=self.layer_dropout, training=self.training)
         for k, rnn in enumerate(self.upper, start=1):
-            drop = partial(F.dropout, p=self.layer_dropout, training=self.training)
             out, h = rnn(torch.cat([drop(x), context], dim=-1), hidden[k - 1 : k])
             x = x + drop(out) if self.residual and k >= 2 else out
             finals.append(h)
