@@ -260,7 +260,7 @@ def check_trainer(cfg: Any, prefix: str = "trainer.") -> None:
     check_values(cfg, prefix, dict.fromkeys(ones, AT_LEAST_1))
     positive = ("max_minutes", "clip_grad_norm", "teacher_forcing.k")
     counts = ("guided_alignment", "rdrop", "alignment_samples", "keep_last")
-    counts += ("compile_bucket",)
+    counts += ("compile_bucket", "loss_chunk_mb")
     check_values(cfg, prefix, dict.fromkeys(positive, POSITIVE))
     check_values(cfg, prefix, dict.fromkeys(counts, NON_NEGATIVE))
     rates = {"label_smoothing": RATE, "ema_decay": RATE}

@@ -14,8 +14,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from seq2seq.data.batching import TokenBucketSampler, make_loader
 from seq2seq.data.sampling import SampledBucketSampler
 from seq2seq.decoding.translator import Translator
+from seq2seq.model import decoder as decoder_module
 from seq2seq.model.checkpoint import CheckpointError, load_checkpoint
-from seq2seq.training import objective as objective_module
 from seq2seq.training.trainer import Trainer
 from tests.helpers import build_trainer, tiny_train_config
 
@@ -171,7 +171,7 @@ def test_checkpoint_is_self_contained(tmp_path):
 
 def test_nonfinite_loss_is_skipped_and_counted(tmp_path, monkeypatch):
     trainer = _trainer(tmp_path, "run", "trainer.max_steps=6", "trainer.nonfinite=skip")
-    real = objective_module.token_loss
+    real = decoder_module.token_loss
     calls = {"n": 0}
 
     def poisoned(logits, targets, smoothing=0.0):
@@ -179,7 +179,7 @@ def test_nonfinite_loss_is_skipped_and_counted(tmp_path, monkeypatch):
         loss = real(logits, targets, smoothing)
         return loss * float("nan") if calls["n"] == 2 else loss
 
-    monkeypatch.setattr(objective_module, "token_loss", poisoned)
+    monkeypatch.setattr(decoder_module, "token_loss", poisoned)
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     result = trainer.fit()
     assert result.progress.skipped_batches == 1
@@ -194,7 +194,7 @@ def test_nonfinite_loss_is_skipped_and_counted(tmp_path, monkeypatch):
 def test_nonfinite_loss_can_stop_with_step_named(tmp_path, monkeypatch):
     trainer = _trainer(tmp_path, "run", "trainer.nonfinite=stop")
     monkeypatch.setattr(
-        objective_module,
+        decoder_module,
         "token_loss",
         lambda logits, t, s=0.0: logits.sum() * float("inf"),
     )

@@ -42,7 +42,6 @@ from seq2seq.decoding.search import (
 from seq2seq.errors import InputError
 from seq2seq.model.checkpoint import load_checkpoint
 from seq2seq.model.device import autocast, resolve_precision, select_device
-from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import Seq2Seq, build_model
 
 log = logging.getLogger(__name__)
@@ -212,8 +211,9 @@ class Translator:
                     batch.src_mask,
                     batch.tgt_in,
                     rows=batch.tgt_rows,
+                    targets=batch.flat_targets(),
                 )
-            total += token_loss(out.logits, batch.flat_targets())
+            total += out.loss
             tokens += batch.n_tokens
         return float(total) / max(tokens, 1)
 

@@ -30,6 +30,7 @@ from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import Attention, AttentionOutput, Keys, attend_step
 from seq2seq.model.deep_gru import build_rnn
 from seq2seq.model.gru import StackedGRU
+from seq2seq.model.loss import DEFAULT_LOSS_CHUNK_MB, linear_token_loss, token_loss
 from seq2seq.model.precision import cast_like_autocast
 
 
@@ -61,13 +62,15 @@ class DecoderState(NamedTuple):
 
 
 class DecoderOutput(NamedTuple):
-    """logits ``(B, T, V)``, or ``(N, V)`` for the ``rows`` asked for; attention
-    ``(B, T, S)``; head_attention ``(B, heads, T, S)`` for multi-head attention, else
-    None."""
+    """logits ``(B, T, V)``, or ``(N, V)`` for the ``rows`` asked for, or None when
+    the loss was asked for instead; attention ``(B, T, S)``; head_attention
+    ``(B, heads, T, S)`` for multi-head attention, else None; loss: the summed
+    ``token_loss`` of the ``targets`` asked for, else None."""
 
-    logits: Tensor
+    logits: Tensor | None
     attention: Tensor
     head_attention: Tensor | None
+    loss: Tensor | None = None
 
 
 _COMPILED: dict[tuple[Callable, str], Callable] = {}
@@ -165,10 +168,27 @@ class OutputLayer(nn.Module):
         self.proj = nn.Linear(in_size, vocab_size)
         if tied is not None:
             self.proj.weight = tied.weight
+        # float32 bytes of logits above which ``loss`` runs fused in chunks (0: never);
+        # set from trainer.loss_chunk_mb, not saved with the weights
+        self.chunk_bytes = DEFAULT_LOSS_CHUNK_MB * 2**20
 
     def forward(self, features: Tensor) -> Tensor:
         """features ``(..., F)`` → logits ``(..., V)``."""
         return self.proj(self.pre(self.dropout(features)))
+
+    def loss(self, features: Tensor, targets: Tensor, smoothing: float) -> Tensor:
+        """``token_loss(self(features), targets, smoothing)`` for features ``(N, F)``:
+        in one piece while the logits fit in ``chunk_bytes`` (float32), else fused
+        with the projection in chunks of rows that do (``linear_token_loss``), so a
+        large vocabulary's logits never exist whole."""
+        x = self.pre(self.dropout(features))
+        vocab = self.proj.out_features
+        chunk = max(1, self.chunk_bytes // (4 * vocab)) if self.chunk_bytes else 0
+        if not chunk or x.size(0) <= chunk:
+            return token_loss(self.proj(x), targets, smoothing)
+        return linear_token_loss(
+            x, self.proj.weight, self.proj.bias, targets, smoothing, chunk
+        )
 
 
 def _stack(outs: list[AttentionOutput]) -> tuple[Tensor, Tensor | None]:
@@ -343,6 +363,8 @@ class Decoder(nn.Module):
         state: DecoderState,
         sampling_ratio: float = 0.0,
         rows: Tensor | None = None,
+        targets: Tensor | None = None,
+        smoothing: float = 0.0,
     ) -> DecoderOutput:
         """Teacher forcing: tgt_in ``(B, T)`` (BOS + pieces) → ``DecoderOutput``.
 
@@ -350,17 +372,29 @@ class Decoder(nn.Module):
         the output layer to those positions: the padding's share of the largest
         matmul (features × vocabulary) and of the loss is skipped. With
         ``sampling_ratio > 0`` (scheduled sampling) each (sentence, step) input is
-        replaced by the previous step's argmax prediction with that probability."""
+        replaced by the previous step's argmax prediction with that probability.
+        With ``targets`` (``(N,)`` given ``rows``, else ``(B, T)``) the output is the
+        loss (label smoothing ``smoothing``), not the logits: the output layer and
+        the loss then run together (``OutputLayer.loss``)."""
         tokens = word_dropout(tgt_in, self.word_dropout, self.training)
         if sampling_ratio > 0.0:
             out = self._forward_sampled(tokens, state, sampling_ratio)
-            if rows is None:
+            if rows is not None:
+                out = out._replace(
+                    logits=out.logits.flatten(0, 1).index_select(0, rows)
+                )
+            if targets is None:
                 return out
-            return out._replace(logits=out.logits.flatten(0, 1).index_select(0, rows))
+            loss = token_loss(out.logits, targets, smoothing)
+            return out._replace(logits=None, loss=loss)
         feats, weights, heads = self.fast_features(self.embed(tokens), state)
         if rows is not None:
             feats = feats.flatten(0, 1).index_select(0, rows)  # (N, H)
-        return DecoderOutput(self.output(feats), weights, heads)
+        if targets is None:
+            return DecoderOutput(self.output(feats), weights, heads)
+        flat = feats.reshape(-1, feats.size(-1))
+        loss = self.output.loss(flat, targets.reshape(-1), smoothing)
+        return DecoderOutput(None, weights, heads, loss)
 
     def _forward_sampled(
         self, tokens: Tensor, state: DecoderState, ratio: float

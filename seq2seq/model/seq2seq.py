@@ -24,13 +24,15 @@ from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
 
 
 class ModelOutput(NamedTuple):
-    """logits ``(B, T, V)`` (``(N, V)`` given ``rows``); attention ``(B, T, S)`` (mean
-    over heads for multi-head, zeros without attention); head_attention
-    ``(B, heads, T, S)`` or None."""
+    """logits ``(B, T, V)`` (``(N, V)`` given ``rows``; None given ``targets``);
+    attention ``(B, T, S)`` (mean over heads for multi-head, zeros without
+    attention); head_attention ``(B, heads, T, S)`` or None; loss, given
+    ``targets``: the summed label-smoothed cross-entropy (``model/loss.py``)."""
 
-    logits: Tensor
+    logits: Tensor | None
     attention: Tensor
     head_attention: Tensor | None
+    loss: Tensor | None = None
 
 
 class Seq2Seq(nn.Module):
@@ -70,13 +72,18 @@ class Seq2Seq(nn.Module):
         tgt_in: Tensor,
         sampling_ratio: float = 0.0,
         rows: Tensor | None = None,
+        targets: Tensor | None = None,
+        smoothing: float = 0.0,
     ) -> ModelOutput:
         """Teacher forcing over tgt_in ``(B, T)`` → ``ModelOutput``. With
         ``sampling_ratio`` p > 0, each (sentence, step) input is the previous
         prediction with probability p (scheduled sampling). ``rows`` (flat target
-        positions, ``Batch.tgt_rows``): logits ``(N, V)`` for those positions only."""
+        positions, ``Batch.tgt_rows``): logits ``(N, V)`` for those positions only.
+        ``targets`` (``Batch.flat_targets()`` with ``rows``): the loss instead of the
+        logits, computed without the whole ``(N, V)`` logits when they are large."""
         state = self.init_state(self.encode(src, src_lengths, src_mask))
-        return ModelOutput(*self.decoder(tgt_in, state, sampling_ratio, rows))
+        out = self.decoder(tgt_in, state, sampling_ratio, rows, targets, smoothing)
+        return ModelOutput(*out)
 
     @property
     def attends(self) -> bool:

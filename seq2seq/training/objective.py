@@ -55,16 +55,28 @@ def batch_objective(
             torch.cat([x, x]) for x in (src, lengths, mask, tgt_in)
         )
         rows = torch.cat([rows, rows + batch.tgt_in.numel()])
-    out = model(src, lengths, mask, tgt_in, sampling_ratio=sampling_ratio, rows=rows)
     targets, eps = batch.flat_targets(), label_smoothing
     kl = None
-    if twice:
+    if twice:  # the KL term needs both copies' logits
+        out = model(
+            src, lengths, mask, tgt_in, sampling_ratio=sampling_ratio, rows=rows
+        )
         first, second = out.logits.chunk(2)
         loss = (token_loss(first, targets, eps) + token_loss(second, targets, eps)) / 2
         kl = symmetric_kl(first, second)
         objective = loss + rdrop / 2 * kl
-    else:
-        loss = objective = token_loss(out.logits, targets, eps)
+    else:  # the model's output layer and the loss together (OutputLayer.loss)
+        out = model(
+            src,
+            lengths,
+            mask,
+            tgt_in,
+            sampling_ratio=sampling_ratio,
+            rows=rows,
+            targets=targets,
+            smoothing=eps,
+        )
+        loss = objective = out.loss
     guide = None
     if gold is not None:  # logged losses stay the translation loss
         gold = torch.cat([gold, gold]) if twice else gold

@@ -93,6 +93,7 @@ class Trainer:
         self.model: Seq2Seq = build_model(
             cfg.model, tok.src_vocab_size, tok.tgt_vocab_size
         ).to(device)
+        self.model.decoder.output.chunk_bytes = self.train_cfg.loss_chunk_mb * 2**20
         if self.train_cfg.compile:
             self._compile_step_loop()
         # The module that trains: the model itself, or its DDP wrapper under torchrun.
