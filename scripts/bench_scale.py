@@ -7,6 +7,9 @@ written under ``--workdir`` (reused when present), then measured in fresh proces
 - ``seq2seq-prepare`` (``tokenizer.vocab_size``, default 32,000): wall time, peak RSS,
   peak private memory (RssAnon) and the cache's size on disk;
 - one epoch's batch planning on the prepared lengths (median of 3, in this process);
+- the data path's own memory: mapping the cache and planning an epoch in a process
+  with torch imported and no model, for one rank, and summed over two ranks that
+  each plan their share;
 - ``seq2seq-train model=tiny`` on the prepared cache for ``--steps`` steps, one rank
   and two gloo ranks under ``torchrun``: seconds from launch to the log line of the
   first step, peak RSS, and peak private memory (RssAnon) and PSS summed over the
@@ -185,10 +188,27 @@ def plan_seconds(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> fl
     return float(run_on_cache(code, corpus, cache, vocab).strip().splitlines()[-1])
 
 
-def data_memory(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> dict:
+def data_memory(
+    corpus: Path, cache: Path, vocab: int, batch_tokens: int, ranks: int = 1
+) -> dict:
     """What the data path itself costs a training process: private memory (RssAnon)
     and mapped-file memory (RssFile) added by mapping the prepared cache, planning an
-    epoch and collating 20 batches, after torch is imported (no model)."""
+    epoch and collating 20 batches, after torch is imported (no model). With
+    ``ranks`` > 1: the private memory summed over the ranks' processes, each
+    planning its own share (``data_anon_mb_ranks``)."""
+    if ranks > 1:
+        shares = [
+            _data_memory(corpus, cache, vocab, batch_tokens, ranks, r)[0]
+            for r in range(ranks)
+        ]
+        return {"data_anon_mb_ranks": sum(shares)}
+    anon, mapped = _data_memory(corpus, cache, vocab, batch_tokens, 1, 0)
+    return {"data_anon_mb": anon, "data_file_mb": mapped}
+
+
+def _data_memory(
+    corpus: Path, cache: Path, vocab: int, batch_tokens: int, ranks: int, rank: int
+) -> tuple[float, float]:
     code = (
         "import re, sys\n"
         "from pathlib import Path\n"
@@ -209,7 +229,7 @@ def data_memory(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> dic
         "data = prepare_data(cfg.data, cfg.tokenizer, root)\n"
         "assert data.cached\n"
         f"loader = make_loader(data.splits['train'], {batch_tokens}, shuffle=True, "
-        "seed=1, sort_by='target')\n"
+        f"seed=1, sort_by='target', num_replicas={ranks}, rank={rank})\n"
         "batches = iter(loader)\n"
         "for _ in range(20):\n"
         "    next(batches)\n"
@@ -217,7 +237,7 @@ def data_memory(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> dic
         "print(anon1 - anon0, file1 - file0)\n"
     )
     anon, mapped = map(float, run_on_cache(code, corpus, cache, vocab).split())
-    return {"data_anon_mb": anon, "data_file_mb": mapped}
+    return anon, mapped
 
 
 def train_command(corpus, cache, vocab, steps, run_dir, ranks) -> list[str]:
@@ -259,6 +279,7 @@ def measure(size: int, args: argparse.Namespace) -> dict:
     if args.planning_only:  # on the cache a full run left
         row["plan_s"] = plan_seconds(corpus, cache, args.vocab, args.batch_tokens)
         row.update(data_memory(corpus, cache, args.vocab, args.batch_tokens))
+        row.update(data_memory(corpus, cache, args.vocab, args.batch_tokens, 2))
         return row
     prep = run(
         ["seq2seq-prepare", *data_args(corpus, cache, args.vocab)],
@@ -268,6 +289,7 @@ def measure(size: int, args: argparse.Namespace) -> dict:
     row["cache_mb"] = du_mb(cache)
     row["plan_s"] = plan_seconds(corpus, cache, args.vocab, args.batch_tokens)
     row.update(data_memory(corpus, cache, args.vocab, args.batch_tokens))
+    row.update(data_memory(corpus, cache, args.vocab, args.batch_tokens, 2))
     for ranks in args.ranks:
         run_dir = work / f"run_{size}_{ranks}"
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -281,7 +303,7 @@ def measure(size: int, args: argparse.Namespace) -> dict:
 def table(rows: list[dict], ranks: list[int]) -> str:
     head = (
         "| pairs | corpus MB | prepare s | prepare peak RSS MB | cache MB | plan s |"
-        " data path: private MB, mapped MB |"
+        " data path: private MB, mapped MB, 2 ranks' private MB |"
         + "".join(
             f" {r} rank{'s' if r > 1 else ''}: first step s, peak RSS MB, "
             "private MB, PSS MB |"
@@ -297,7 +319,8 @@ def table(rows: list[dict], ranks: list[int]) -> str:
             f"{row['prepare']['peak_rss_mb']:.0f}",
             f"{row['cache_mb']:.0f}",
             f"{row['plan_s']:.2f}",
-            f"{row['data_anon_mb']:.0f}, {row['data_file_mb']:.0f}",
+            f"{row['data_anon_mb']:.0f}, {row['data_file_mb']:.0f}, "
+            f"{row['data_anon_mb_ranks']:.0f}",
         ]
         for r in ranks:
             t = row[f"train_{r}"]

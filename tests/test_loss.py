@@ -174,10 +174,10 @@ def test_a_chunk_under_one_row_is_rejected():
         linear_token_loss(x, weight, bias, targets, 0.1, chunk=0)
 
 
-@pytest.mark.parametrize("chunk_mb", [0, 1])
+@pytest.mark.parametrize("chunk_mb", [0, 1, 2])
 def test_the_output_layer_fuses_only_above_its_chunk_size(monkeypatch, chunk_mb):
-    """Logits of 400 rows x 1,000 pieces (1.6 MB): whole at 0 (never fused), in chunks
-    of 262 rows at 1 MB; the same loss and gradients either way."""
+    """Logits of 400 rows x 1,000 pieces (1.6 MB): whole at 0 (never fused) and at
+    2 MB, in chunks of 262 rows at 1 MB; the same loss and gradients either way."""
     calls = []
     real = loss_module.linear_token_loss
     monkeypatch.setattr(
@@ -192,7 +192,7 @@ def test_the_output_layer_fuses_only_above_its_chunk_size(monkeypatch, chunk_mb)
     targets = torch.randint(1, 1000, (400,))
     got = layer.loss(feats, targets, 0.1)
     got.backward()
-    assert calls == ([262] if chunk_mb else [])
+    assert calls == ([262] if chunk_mb == 1 else [])
     ref = feats.detach().clone().requires_grad_()
     want = reference(layer(ref), targets, 0.1)
     want.backward()
@@ -203,3 +203,10 @@ def test_the_output_layer_fuses_only_above_its_chunk_size(monkeypatch, chunk_mb)
 def test_the_trainer_setting_and_the_output_layer_default_agree():
     assert TrainerConfig().loss_chunk_mb == loss_module.DEFAULT_LOSS_CHUNK_MB
     assert OutputLayer(4, 10, 0.0).chunk_bytes == TrainerConfig().loss_chunk_mb * 2**20
+
+
+def test_fused_chunks_are_capped_on_cpu_and_as_asked_on_an_accelerator():
+    limit = 128 * 2**20
+    assert loss_module.fused_chunk_rows(32000, limit, torch.device("cpu")) == 262
+    assert loss_module.fused_chunk_rows(32000, limit, torch.device("cuda")) == 1048
+    assert loss_module.fused_chunk_rows(32000, 2**20, torch.device("cpu")) == 8

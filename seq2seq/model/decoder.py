@@ -30,7 +30,12 @@ from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import Attention, AttentionOutput, Keys, attend_step
 from seq2seq.model.deep_gru import build_rnn
 from seq2seq.model.gru import StackedGRU
-from seq2seq.model.loss import DEFAULT_LOSS_CHUNK_MB, linear_token_loss, token_loss
+from seq2seq.model.loss import (
+    DEFAULT_LOSS_CHUNK_MB,
+    fused_chunk_rows,
+    linear_token_loss,
+    token_loss,
+)
 from seq2seq.model.precision import cast_like_autocast
 
 
@@ -179,13 +184,13 @@ class OutputLayer(nn.Module):
     def loss(self, features: Tensor, targets: Tensor, smoothing: float) -> Tensor:
         """``token_loss(self(features), targets, smoothing)`` for features ``(N, F)``:
         in one piece while the logits fit in ``chunk_bytes`` (float32), else fused
-        with the projection in chunks of rows that do (``linear_token_loss``), so a
-        large vocabulary's logits never exist whole."""
+        with the projection in chunks of rows that do (``linear_token_loss``; on CPU
+        chunks of at most 32 MB), so a large vocabulary's logits never exist whole."""
         x = self.pre(self.dropout(features))
         vocab = self.proj.out_features
-        chunk = max(1, self.chunk_bytes // (4 * vocab)) if self.chunk_bytes else 0
-        if not chunk or x.size(0) <= chunk:
+        if not self.chunk_bytes or x.size(0) * vocab * 4 <= self.chunk_bytes:
             return token_loss(self.proj(x), targets, smoothing)
+        chunk = fused_chunk_rows(vocab, self.chunk_bytes, x.device)
         return linear_token_loss(
             x, self.proj.weight, self.proj.bias, targets, smoothing, chunk
         )

@@ -34,6 +34,11 @@ from seq2seq.data.tokenizer import PAD_ID
 # of this size (``OutputLayer.loss``); trainer.loss_chunk_mb sets it
 DEFAULT_LOSS_CHUNK_MB = 128
 BLOCK_BYTES = 2**21  # float32 bytes of one block of rows: 2 MiB stays in L2/L3
+# On CPU, fused chunks of at most this many float32 bytes of logits: 262 rows at 32k
+# pieces, still large matmuls there, and host memory is what the fusing is for
+# (model=tiny on 4.5M pairs at 32k pieces, 4,096-token batches: peak RSS 1,622 MB
+# with 128 MB chunks, 1,404 MB with 32 MB; docs/performance.md)
+CPU_CHUNK_BYTES = 32 * 2**20
 
 
 def block_rows(rows: int, vocab: int, device: torch.device) -> int:
@@ -42,6 +47,15 @@ def block_rows(rows: int, vocab: int, device: torch.device) -> int:
     if device.type != "cpu":
         return max(1, rows)
     return max(1, BLOCK_BYTES // (4 * vocab))
+
+
+def fused_chunk_rows(vocab: int, limit_bytes: int, device: torch.device) -> int:
+    """Rows per chunk of the fused output layer + loss: ``limit_bytes`` of float32
+    logits (on CPU at most ``CPU_CHUNK_BYTES``); on an accelerator large chunks keep
+    the matmuls efficient and the kernel launches few."""
+    if device.type == "cpu":
+        limit_bytes = min(limit_bytes, CPU_CHUNK_BYTES)
+    return max(1, limit_bytes // (4 * vocab))
 
 
 def _blocked_loss(
