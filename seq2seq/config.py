@@ -309,8 +309,9 @@ class TrainerConfig:
     max_minutes: float | None = None  # wall-clock budget for training
     label_smoothing: float = 0.1
     # MB of float32 logits above which a batch's output layer and loss run fused, in
-    # chunks of rows of this size: the whole (tokens × vocabulary) logits never exist
-    # (32k pieces × 4,096 tokens: 1 GB with their gradient). 0: never fused
+    # chunks of rows of this size (at most 32 MB on CPU): the whole (tokens ×
+    # vocabulary) logits never exist (32k pieces × 4,096 tokens: 1 GB with their
+    # gradient). 0: never fused
     loss_chunk_mb: int = 128
     # weight of the gold-alignment loss on the attention (needs gold links; 0: off)
     guided_alignment: float = 0.0

@@ -30,14 +30,15 @@ from torch.autograd.function import once_differentiable
 
 from seq2seq.data.tokenizer import PAD_ID
 
-# logits (float32) above which the output layer and the loss run fused, in chunks
-# of this size (``OutputLayer.loss``); trainer.loss_chunk_mb sets it
+# MB of float32 logits above which the output layer and the loss run fused, in
+# chunks of this size (at most CPU_CHUNK_BYTES on CPU; ``OutputLayer.loss``);
+# trainer.loss_chunk_mb sets it
 DEFAULT_LOSS_CHUNK_MB = 128
 BLOCK_BYTES = 2**21  # float32 bytes of one block of rows: 2 MiB stays in L2/L3
 # On CPU, fused chunks of at most this many float32 bytes of logits: 262 rows at 32k
 # pieces, still large matmuls there, and host memory is what the fusing is for
-# (model=tiny on 4.5M pairs at 32k pieces, 4,096-token batches: peak RSS 1,622 MB
-# with 128 MB chunks, 1,404 MB with 32 MB; docs/performance.md)
+# (model=tiny on 4.5M pairs at 32k pieces, 4,096-token batches, 4 steps: peak RSS
+# 1,654 MB with 128 MB chunks, 1,404 MB with 32 MB)
 CPU_CHUNK_BYTES = 32 * 2**20
 
 

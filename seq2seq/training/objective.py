@@ -56,26 +56,19 @@ def batch_objective(
         )
         rows = torch.cat([rows, rows + batch.tgt_in.numel()])
     targets, eps = batch.flat_targets(), label_smoothing
+    # Without R-Drop the model returns the loss (its output layer and the loss run
+    # together, OutputLayer.loss); R-Drop's KL needs both copies' logits.
+    asked = {} if twice else {"targets": targets, "smoothing": eps}
+    out = model(
+        src, lengths, mask, tgt_in, sampling_ratio=sampling_ratio, rows=rows, **asked
+    )
     kl = None
-    if twice:  # the KL term needs both copies' logits
-        out = model(
-            src, lengths, mask, tgt_in, sampling_ratio=sampling_ratio, rows=rows
-        )
+    if twice:
         first, second = out.logits.chunk(2)
         loss = (token_loss(first, targets, eps) + token_loss(second, targets, eps)) / 2
         kl = symmetric_kl(first, second)
         objective = loss + rdrop / 2 * kl
-    else:  # the model's output layer and the loss together (OutputLayer.loss)
-        out = model(
-            src,
-            lengths,
-            mask,
-            tgt_in,
-            sampling_ratio=sampling_ratio,
-            rows=rows,
-            targets=targets,
-            smoothing=eps,
-        )
+    else:
         loss = objective = out.loss
     guide = None
     if gold is not None:  # logged losses stay the translation loss
