@@ -152,7 +152,8 @@ class AdditiveAttention(Attention):
 
     def score(self, query: Tensor, keys: Keys) -> Tensor:
         q = self.query_proj(query)  # (B, T, dim)
-        hidden = torch.tanh(q.unsqueeze(2) + keys.keys.unsqueeze(1))  # (B, T, S, dim)
+        # tanh in place: one (B, T, S, dim) tensor a step instead of two
+        hidden = (q.unsqueeze(2) + keys.keys.unsqueeze(1)).tanh_()  # (B, T, S, dim)
         return self.v(hidden).squeeze(-1)  # (B, T, S)
 
 
