@@ -36,9 +36,8 @@ from seq2seq.data.tokenizer import PAD_ID
 DEFAULT_LOSS_CHUNK_MB = 128
 BLOCK_BYTES = 2**21  # float32 bytes of one block of rows: 2 MiB stays in L2/L3
 # On CPU, fused chunks of at most this many float32 bytes of logits: 262 rows at 32k
-# pieces, still large matmuls there, and host memory is what the fusing is for
-# (model=tiny on 4.5M pairs at 32k pieces, 4,096-token batches, 4 steps: peak RSS
-# 1,654 MB with 128 MB chunks, 1,404 MB with 32 MB)
+# pieces, still large matmuls there (16 MB chunks: the output layer and loss 14 %
+# slower, scripts/bench_loss_chunks.py), and host memory is what the fusing is for
 CPU_CHUNK_BYTES = 32 * 2**20
 
 
@@ -153,14 +152,30 @@ class _LinearTokenCrossEntropy(torch.autograd.Function):
             grad_b = (
                 None if bias is None else torch.zeros_like(bias, dtype=torch.float32)
             )
+        # One buffer for every chunk's float32 logits: a fresh chunk each time is
+        # freed between tensors the step keeps, and the heap cannot reuse the hole
+        plain = x.dtype == weight.dtype == torch.float32
+        buffer = None
+        if plain and not torch.is_autocast_enabled(x.device.type):
+            buffer = x.new_empty(min(chunk, x.size(0)), weight.size(0))
         for start in range(0, x.size(0), chunk):
             part = slice(start, start + chunk)
-            z = F.linear(x[part], weight, bias)  # autocast casts as in the unfused path
+            if buffer is None:  # autocast casts as in the unfused path
+                z = F.linear(x[part], weight, bias)
+            else:
+                z = buffer[: x[part].size(0)]
+                if bias is None:
+                    torch.mm(x[part], weight.t(), out=z)
+                else:
+                    torch.addmm(bias, x[part], weight.t(), out=z)
             g = z if with_grad else None  # the logits become their gradient in place
             loss += _blocked_loss(z, targets[part], keep[part], smoothing, g).sum()
             if g is not None:
                 grad_x[part] = g @ weight.to(g.dtype)
-                grad_w += (g.t() @ x[part].to(g.dtype)).float()
+                if g.dtype == grad_w.dtype:  # no (V, F) temporary to fragment the heap
+                    grad_w.addmm_(g.t(), x[part])
+                else:
+                    grad_w += (g.t() @ x[part].to(g.dtype)).float()
                 if grad_b is not None:
                     grad_b += g.sum(dim=0, dtype=torch.float32)
         ctx.saved_grads = None
@@ -175,11 +190,16 @@ class _LinearTokenCrossEntropy(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out: Tensor):
-        if ctx.saved_grads is None:
-            raise RuntimeError("linear_token_loss ran without gradient tracking")
-        scaled = [
-            None if g is None else g * grad_out.to(g.dtype) for g in ctx.saved_grads
-        ]
+        # Scaled in place, as token_loss's gradient: a copy of the (V, F) weight
+        # gradient would come on top of every activation the step still holds.
+        grads = ctx.saved_grads
+        if grads is None:
+            raise RuntimeError(
+                "linear_token_loss's backward ran twice on one graph (retain_graph), "
+                "or the loss was computed without gradient tracking"
+            )
+        ctx.saved_grads = None
+        scaled = [None if g is None else g.mul_(grad_out.to(g.dtype)) for g in grads]
         return *scaled, None, None, None, None
 
 
