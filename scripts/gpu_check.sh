@@ -30,13 +30,14 @@
 #      the validation split: greedy and beam 5 at 8k and 32k-token batches [90 s].
 #   quality: the model-option ablation of docs/results.md on CUDA: the trainings of
 #      GPU_CHECK_QUALITY_RUNS ("NAME OVERRIDE...", ';'-separated; default: the
-#      vocabulary sizes and layer-norm variants below) of GPU_CHECK_QUALITY_EXPERIMENT
-#      (multi30k_en_de), all at once, each its whole schedule, started before the
-#      other parts and given what the budget leaves less 60 s; then, for each run that
-#      finished, beam-search validation BLEU of best.pt and of the average of the last
-#      five checkpoints (the recipe's decoding). Validation only: no test set. Give it
-#      its own call: beside six trainings, the tests part overran its 180 s; alone on
-#      an H200 a layer-norm run of the en->de recipe takes about 6 minutes (21k tok/s).
+#      recipe, and depth 1 with the vocabulary sizes and layer-norm variants below)
+#      of GPU_CHECK_QUALITY_EXPERIMENT (multi30k_en_de), all at once, each its whole
+#      schedule, started before the other parts and given what the budget leaves less
+#      60 s; then, for each run that finished, beam-search validation BLEU of best.pt
+#      and of the average of the last five checkpoints (the recipe's decoding).
+#      Validation only: no test set. Give it its own call: beside six trainings, the
+#      tests part overran its 180 s; alone on an H200 a layer-norm run of the en->de
+#      model at depth 1 takes about 6 minutes (21k tok/s).
 # GPU_CHECK_PARTS (default "tests model train bench compile wmt") picks the parts; they
 # run in the order quality (started), tests, recipe, model, train, decode, bench,
 # compile, wmt, quality (awaited), so one device call can run "tests recipe decode"
@@ -68,11 +69,13 @@ wmt_pairs="${GPU_CHECK_WMT_PAIRS:-200000}"
 wmt_tokens="${GPU_CHECK_WMT_TOKENS:-16384 65536}"
 selected=" ${GPU_CHECK_PARTS:-tests model train bench compile wmt} "
 quality_experiment="${GPU_CHECK_QUALITY_EXPERIMENT:-multi30k_en_de}"
-quality_runs="${GPU_CHECK_QUALITY_RUNS:-base;vocab4k tokenizer.vocab_size=4000;\
-vocab6k tokenizer.vocab_size=6000;layer_norm model.layer_norm=true;\
-layer_norm_residual4 model.layer_norm=true model.residual=true model.encoder.layers=4;\
-layer_norm_transition2 model.layer_norm=true model.encoder.transition_depth=2 \
-model.decoder.transition_depth=2}"
+# the rows of results.md's en->de table: the recipe (deep transition 2), then depth 1
+depth1="model.encoder.transition_depth=1 model.decoder.transition_depth=1"
+quality_runs="${GPU_CHECK_QUALITY_RUNS:-base;depth1 $depth1;\
+vocab4k tokenizer.vocab_size=4000 $depth1;vocab6k tokenizer.vocab_size=6000 $depth1;\
+layer_norm model.layer_norm=true $depth1;\
+layer_norm_residual4 model.layer_norm=true model.residual=true model.encoder.layers=4 $depth1;\
+layer_norm_transition2 model.layer_norm=true}"
 carry_hint='run scripts/gpu_wheels.sh first and carry gpu/ (device tool: run(command="bash scripts/gpu_check.sh", carry=["gpu"]))'
 
 die() { echo "gpu_check: $*" >&2; exit 2; }
