@@ -69,13 +69,15 @@ wmt_pairs="${GPU_CHECK_WMT_PAIRS:-200000}"
 wmt_tokens="${GPU_CHECK_WMT_TOKENS:-16384 65536}"
 selected=" ${GPU_CHECK_PARTS:-tests model train bench compile wmt} "
 quality_experiment="${GPU_CHECK_QUALITY_EXPERIMENT:-multi30k_en_de}"
-# the rows of results.md's en->de table: the recipe (deep transition 2), then depth 1
+# the rows of results.md's en->de table: the recipe (deep transition 2), the rest at
+# the depth they ran with
 depth1="model.encoder.transition_depth=1 model.decoder.transition_depth=1"
+depth2="model.encoder.transition_depth=2 model.decoder.transition_depth=2"
 quality_runs="${GPU_CHECK_QUALITY_RUNS:-base;depth1 $depth1;\
 vocab4k tokenizer.vocab_size=4000 $depth1;vocab6k tokenizer.vocab_size=6000 $depth1;\
 layer_norm model.layer_norm=true $depth1;\
 layer_norm_residual4 model.layer_norm=true model.residual=true model.encoder.layers=4 $depth1;\
-layer_norm_transition2 model.layer_norm=true}"
+layer_norm_transition2 model.layer_norm=true $depth2}"
 carry_hint='run scripts/gpu_wheels.sh first and carry gpu/ (device tool: run(command="bash scripts/gpu_check.sh", carry=["gpu"]))'
 
 die() { echo "gpu_check: $*" >&2; exit 2; }
