@@ -53,6 +53,19 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> Trainer:
     return Trainer(cfg, run_dir, data, torch.device("cpu"))
 
 
+def run_keeping_three(tmp: Path) -> Path:
+    """A tiny run of 8 steps, validated every 2, whose last three epoch checkpoints
+    are kept (``trainer.keep_last=3``); its run directory."""
+    cfg = tiny_train_config(
+        tmp / "cache",
+        "trainer.valid_every=2",
+        "trainer.max_steps=8",
+        "trainer.keep_last=3",
+    )
+    build_trainer(cfg, tmp / "run").fit()
+    return tmp / "run"
+
+
 def phrasebook_config(train: int, validation: int, test: int) -> DataConfig:
     """The built-in phrasebook with these split sizes."""
     cfg = DataConfig()

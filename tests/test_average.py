@@ -17,21 +17,14 @@ from seq2seq.model.checkpoint import (
     write_average,
 )
 from seq2seq.training.trainer import Trainer
-from tests.helpers import build_trainer, tiny_train_config
+from tests.helpers import run_keeping_three, tiny_train_config
 
 
 @pytest.fixture(scope="module")
 def kept(tmp_path_factory) -> list[Path]:
     """The three checkpoints a short run keeps with trainer.keep_last=3."""
-    tmp = tmp_path_factory.mktemp("average")
-    cfg = tiny_train_config(
-        tmp / "cache",
-        "trainer.valid_every=2",
-        "trainer.max_steps=8",
-        "trainer.keep_last=3",
-    )
-    build_trainer(cfg, tmp / "run").fit()
-    return sorted((tmp / "run" / "checkpoints").glob("step*.pt"))
+    run = run_keeping_three(tmp_path_factory.mktemp("average"))
+    return sorted((run / "checkpoints").glob("step*.pt"))
 
 
 def test_the_average_is_the_elementwise_mean_and_loads_for_inference(kept, tmp_path):

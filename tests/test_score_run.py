@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.helpers import build_trainer, tiny_train_config
+from tests.helpers import run_keeping_three
 
 spec = importlib.util.spec_from_file_location(
     "score_run", REPO_ROOT / "scripts" / "score_run.py"
@@ -24,15 +24,7 @@ ARGS = ["--last", "3", "--alphas", "0.6", "1.4", "--beam", "2", "--device", "cpu
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     """A short run that keeps three epoch checkpoints (trainer.keep_last=3)."""
-    tmp = tmp_path_factory.mktemp("score_run")
-    cfg = tiny_train_config(
-        tmp / "cache",
-        "trainer.valid_every=2",
-        "trainer.max_steps=8",
-        "trainer.keep_last=3",
-    )
-    build_trainer(cfg, tmp / "run").fit()
-    return tmp / "run"
+    return run_keeping_three(tmp_path_factory.mktemp("score_run"))
 
 
 def _count_decodes(monkeypatch) -> list[str]:
