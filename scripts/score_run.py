@@ -28,7 +28,7 @@ from omegaconf import OmegaConf
 
 from seq2seq.cli.evaluate import evaluate_checkpoint
 from seq2seq.config import EvaluateConfig
-from seq2seq.model.checkpoint import write_average
+from seq2seq.model.checkpoint import load_checkpoint, write_average
 
 Scores = dict[str, Any]
 
@@ -83,8 +83,9 @@ def choose(validation: dict[str, Scores]) -> str:
 
 class Scorer:
     """Decodes with ``seq2seq-evaluate``'s code in this process and keeps each score in
-    ``<run>/scores.json`` as soon as it is known. A score is reused only while its
-    checkpoint file is the one it was computed from (same modification time)."""
+    ``<run>/scores.json`` as soon as it is known. A score is reused only for the same
+    decoding options and while its checkpoint file is the one it was computed from
+    (same modification time)."""
 
     def __init__(self, run: Path, beam: int | None, device: str) -> None:
         self.path, self.out = run / "scores.json", run / "scores"
@@ -94,24 +95,18 @@ class Scorer:
         )
 
     def score(self, key: str, checkpoint: Path, split: str, **options: Any) -> Scores:
+        options = {"beam_size": self.beam, **options}
+        made = {"options": options, "checkpoint_mtime": checkpoint.stat().st_mtime}
         entries = self.data.setdefault(split, {})
-        stamp = checkpoint.stat().st_mtime
-        if entries.get(key, {}).get("checkpoint_mtime") != stamp:
-            entries[key] = {
-                **self.decode(key, checkpoint, split, options),
-                "checkpoint_mtime": stamp,
-            }
+        if any(entries.get(key, {}).get(k) != v for k, v in made.items()):
+            entries[key] = {**self.decode(key, checkpoint, split, options), **made}
             self.path.write_text(json.dumps(self.data, indent=1) + "\n")
         return entries[key]
 
     def decode(self, key: str, checkpoint: Path, split: str, options: dict) -> Scores:
         cfg = OmegaConf.structured(
             EvaluateConfig(
-                checkpoint=str(checkpoint),
-                split=split,
-                beam_size=options.pop("beam_size", self.beam),
-                device=self.device,
-                **options,
+                checkpoint=str(checkpoint), split=split, device=self.device, **options
             )
         )
         out_dir = self.out / split / key.replace(" α", "_lp").replace(" ", "_")
@@ -133,6 +128,16 @@ def candidates(
     return {f"{c.name} α{a}": (c, a) for c in checkpoints for a in alphas}
 
 
+def beam_size(args: argparse.Namespace) -> int:
+    """``--beam``, or the beam size ``best.pt`` decodes with (``decode.beam_size``)."""
+    if args.beam is not None:
+        return args.beam
+    best = args.run / "checkpoints" / "best.pt"
+    return (
+        load_checkpoint(best)["config"]["decode"]["beam_size"] if best.is_file() else 0
+    )
+
+
 def report(validation: dict[str, Scores], choice: str, test: dict[str, Scores]) -> str:
     lines = ["| checkpoint, α | validation BLEU | chrF |", "|---|---|---|"]
     for key, s in validation.items():
@@ -152,7 +157,11 @@ def report(validation: dict[str, Scores], choice: str, test: dict[str, Scores]) 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     scorer = Scorer(args.run, args.beam, args.device)
-    tried = candidates(args.run, args.last, args.alphas)
+    alphas = args.alphas
+    if len(alphas) > 1 and beam_size(args) == 1:
+        print(f"greedy decoding has no length penalty: α {alphas[0]} alone")
+        alphas = alphas[:1]
+    tried = candidates(args.run, args.last, alphas)
     validation = {
         key: scorer.score(key, ckpt, args.split, length_penalty=alpha)
         for key, (ckpt, alpha) in tried.items()

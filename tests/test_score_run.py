@@ -76,6 +76,16 @@ def test_chooses_on_validation_then_scores_test_once_and_keeps_it(run, monkeypat
     assert again["test"] == {}
 
 
+def test_greedy_decoding_tries_one_length_penalty(run, monkeypatch):
+    seen = _count_decodes(monkeypatch)
+    greedy = ["--last", "3", "--alphas", "0.6", "1.4", "--beam", "1", "--device", "cpu"]
+    result = score_run.main([str(run), *greedy, "--validation-only"])
+    assert list(result["validation"]) == ["best.pt α0.6", "avg3.pt α0.6"]
+    # decoded anew: the scores kept from beam 2 are not reused for beam 1
+    assert seen == ["validation: best.pt α0.6", "validation: avg3.pt α0.6"]
+    assert result["validation"]["best.pt α0.6"]["options"]["beam_size"] == 1
+
+
 def test_a_tie_goes_to_the_first_listed():
     scores = {"best.pt α0.6": 30.0, "best.pt α1.0": 31.5, "avg5.pt α0.6": 31.5}
     validation = {k: {"bleu": b} for k, b in scores.items()}
