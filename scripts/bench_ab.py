@@ -16,9 +16,16 @@ Changes (``before`` → ``after``, as in the code now):
 - ``keys``: the additive attention's keys ``U h_j`` projected at every decoder step →
   once per batch (DESIGN rule 1);
 - ``sort``: batches bucketed by source length → by target length (the samplers give
-  different batches, paired by position, so this one is noisier).
+  different batches, paired by position, so this one is noisier);
+- ``slices``: the hand-stepped GRUs take their parts by indexing (``gi[:, t]`` per
+  step in ``DeepGRU``, ``gi[..., :2H]`` per gate in ``gru_update``) → by ``unbind``
+  and ``split``, whose backward joins the parts' gradients once instead of writing a
+  zero tensor the size of the whole for each. It pays where a ``DeepGRU`` runs: give
+  its options as model overrides.
 
     python scripts/bench_ab.py rows --precision fp32 --batch-tokens 2048 --rounds 4
+    python scripts/bench_ab.py slices --batch-tokens 2048 encoder.transition_depth=2 \
+        decoder.transition_depth=2
 """
 
 from __future__ import annotations
@@ -42,13 +49,13 @@ from omegaconf import OmegaConf
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.batching import Batch, make_loader
-from seq2seq.model import attention
+from seq2seq.model import attention, deep_gru, gru
 from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
 from seq2seq.training.optim import build_optimizer
 
-CHANGES = ("rows", "keys", "sort")
+CHANGES = ("rows", "keys", "sort", "slices")
 
 
 @contextlib.contextmanager
@@ -73,6 +80,36 @@ def keys_per_step() -> Iterator[None]:
         cls.prepare, cls.score = prepare, score
 
 
+def sliced_update(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """``gru.gru_update`` with the gates taken by slicing (same values)."""
+    size = h.size(-1)
+    rz = torch.sigmoid(gi[..., : 2 * size] + gh[..., : 2 * size])
+    r, z = rz[..., :size], rz[..., size:]
+    n = torch.tanh(torch.addcmul(gi[..., 2 * size :], r, gh[..., 2 * size :]))
+    return torch.addcmul(n, z, h - n)
+
+
+@contextlib.contextmanager
+def sliced_steps() -> Iterator[None]:
+    """The GRUs' step loops as they would be with indexing: ``gru_update`` slices
+    its gates, and ``unbind(1)``, which only ``DeepGRU``'s time loop calls, gives
+    ``x[:, t]`` views one by one (same values)."""
+    update, unbind = gru.gru_update, torch.Tensor.unbind
+
+    def indexed(self: torch.Tensor, dim: int = 0) -> tuple[torch.Tensor, ...]:
+        if dim != 1:
+            return unbind(self, dim)
+        return tuple(self[:, t] for t in range(self.size(1)))
+
+    gru.gru_update = deep_gru.gru_update = sliced_update
+    torch.Tensor.unbind = indexed
+    try:
+        yield
+    finally:
+        gru.gru_update = deep_gru.gru_update = update
+        torch.Tensor.unbind = unbind
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("change", choices=CHANGES)
@@ -81,7 +118,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batches", type=int, default=8, help="batches (pairs) a round")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--threads", type=int, default=2)
-    return p.parse_args()
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        help="ModelConfig values as KEY=VALUE (decoder.transition_depth=2 ...)",
+    )
+    return p.parse_intermixed_args()
 
 
 def main() -> None:
@@ -90,17 +132,20 @@ def main() -> None:
     torch.manual_seed(42)
     amp = resolve_precision(args.precision, torch.device("cpu"))
     train = load_split("train", None)
-    cfg = ModelConfig()
+    cfg = OmegaConf.structured(ModelConfig())
     cfg.encoder.layers = 1  # the peers' reference model, as in bench_compare
+    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(args.overrides))
     model = build_model(cfg, MODEL["vocab"], MODEL["vocab"]).train()
     adam = {"name": "adam", "lr": 1e-3, "betas": [0.9, 0.999], "weight_decay": 0.0}
     opt = build_optimizer(OmegaConf.create(adam), model)
 
     def step(batch: Batch, after: bool) -> float:
         rows = batch.tgt_rows if after or args.change != "rows" else None
-        keys = keys_per_step() if args.change == "keys" and not after else None
+        old_code = None  # the context that puts the code as it was before
+        if not after and args.change in ("keys", "slices"):
+            old_code = keys_per_step() if args.change == "keys" else sliced_steps()
         start = time.perf_counter()
-        with keys or contextlib.nullcontext(), autocast(torch.device("cpu"), amp):
+        with old_code or contextlib.nullcontext(), autocast(torch.device("cpu"), amp):
             out = model(
                 batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, rows=rows
             )
@@ -144,7 +189,8 @@ def main() -> None:
         ratios.append(ratio)
         print(f"round {r}: before / after x{ratio:.3f}", flush=True)
     print(
-        f"{args.change} ({args.precision}, {args.batch_tokens}-token batches, "
+        f"{args.change} ({' '.join(args.overrides) + ', ' if args.overrides else ''}"
+        f"{args.precision}, {args.batch_tokens}-token batches, "
         f"{args.threads} threads, {args.rounds} rounds of {args.batches} pairs): "
         f"before {statistics.median(rates[False]):,.0f} tok/s, after "
         f"{statistics.median(rates[True]):,.0f} tok/s; speed-up x"

@@ -163,7 +163,7 @@ class DeepGRU(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """Layer ``k`` over all steps, its directions batched: x ``(B, T, I)``, h0
         ``(D, B, H)`` → output ``(B, T, D·H)``, final states ``(D, B, H)``."""
-        dirs, steps = h0.size(0), x.size(1)
+        dirs = h0.size(0)
         # Input side for all steps, each direction in its own time order: (D, T, B, 3H)
         w_ih = cast_like_autocast(self._stacked(k, "weight_ih{}").flatten(0, 1))
         gi = F.linear(x.transpose(0, 1), w_ih)  # (T, B, D·3H), one matmul
@@ -176,16 +176,19 @@ class DeepGRU(nn.Module):
         if mask is not None:
             m = mask.t().unsqueeze(-1)  # (T, B, 1)
             m = torch.stack([m, m.flip(0)]) if dirs == 2 else m.unsqueeze(0)
+            masks = m.unbind(1)  # T × (D, B, 1)
         w_hh = self._recurrent_weights(k)  # (D, H, 3H)
         b_hh = self._stacked(k, "bias_hh{}").unsqueeze(1)  # (D, 1, 3H)
         gain = self._stacked(k, "norm_hh{}").unsqueeze(1) if self.layer_norm else None
         transitions = [self._transition(k, d) for d in range(1, self.transition_depth)]
+        # unbind, not gi[:, t]: its backward stacks the steps' gradients once, where
+        # each slice's would write a zero tensor the size of gi (O(T²) per layer)
         h, outs = h0, []
-        for t in range(steps):
-            new = self._step(gi[:, t], h, w_hh, b_hh, gain, transitions)
+        for t, gi_t in enumerate(gi.unbind(1)):
+            new = self._step(gi_t, h, w_hh, b_hh, gain, transitions)
             if mask is not None:
-                new = new * m[:, t]  # zeros at padding: the output there
-                h = torch.where(m[:, t], new, h)
+                new = new * masks[t]  # zeros at padding: the output there
+                h = torch.where(masks[t], new, h)
             else:
                 h = new
             outs.append(new)

@@ -32,9 +32,12 @@ def gru_update(gi: Tensor, gh: Tensor, h: Tensor) -> Tensor:
     """One GRU update from input gates ``gi`` and hidden gates ``gh`` (both
     ``(..., 3H)``, biases included) and the previous state ``h`` ``(..., H)``."""
     size = h.size(-1)
-    rz = torch.sigmoid(gi[..., : 2 * size] + gh[..., : 2 * size])  # (..., 2H)
-    r, z = rz[..., :size], rz[..., size:]
-    n = torch.tanh(torch.addcmul(gi[..., 2 * size :], r, gh[..., 2 * size :]))
+    # split, not slices: in backward one cat joins the parts' gradients, where each
+    # slice would write its own zero tensor the size of the whole
+    gi_rz, gi_n = gi.split((2 * size, size), -1)
+    gh_rz, gh_n = gh.split((2 * size, size), -1)
+    r, z = torch.sigmoid(gi_rz + gh_rz).chunk(2, -1)  # (..., H) each
+    n = torch.tanh(torch.addcmul(gi_n, r, gh_n))
     return torch.addcmul(n, z, h - n)
 
 
