@@ -16,6 +16,8 @@ is compared with like.
   exact stop rule searches;
 - ``--vocab fp32,int8,bf16``: the vocabulary projection's precision
   (decode.vocab_precision); each row after the first value is compared with the first's;
+- ``--precision fp32,bf16``: the whole search's autocast (``precision=`` of evaluate
+  and translate); each row after the first value is compared with the first's;
 - ``--baseline REF``: the search of git revision ``REF`` (``decoding/search.py`` as it
   was there, loaded beside today's) as an extra variant of each row;
 - ``--device cuda``: decode on a GPU (the outputs come back to the host at the end of
@@ -105,7 +107,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
-    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--precision", default="fp32", help="fp32,bf16,auto")
     parser.add_argument("--cache-dir", default=None, help="data.cache_dir override")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -119,15 +121,17 @@ def main() -> None:
     limits = [tuple(x.split(":")) for x in args.max_len.split(",") if x] or [None]
     old = baseline_search(args.baseline) if args.baseline else None
     vocabs = args.vocab.split(",")
+    precisions = args.precision.split(",")
     variants = []  # (name, translator, search module)
     compare = {}  # name → (the other variant's name, whether the other is the change)
     for beam in _numbers(args.beam):
         for stop in args.stop.split(",") if beam > 1 else ["bound"]:
-            for budget, limit, vocab in itertools.product(budgets, limits, vocabs):
+            grid = itertools.product(budgets, limits, vocabs, precisions)
+            for budget, limit, vocab, precision in grid:
                 tr = Translator.from_checkpoint(
                     args.checkpoint,
                     device=args.device,
-                    precision=args.precision,
+                    precision=precision,
                     batch_tokens=budget,
                     beam_size=beam,
                     stop=stop,
@@ -141,8 +145,11 @@ def main() -> None:
                 tr = tr.with_decoding(vocab_precision=vocab)
                 first = f"{name} vocab={vocabs[0]}"
                 name += f" vocab={vocab}"
+                if len(precisions) > 1:
+                    first += f" precision={precisions[0]}"
+                    name += f" precision={precision}"
                 variants.append((name, tr, None))
-                if vocab != vocabs[0]:
+                if vocab != vocabs[0] or precision != precisions[0]:
                     compare[name] = (first, False)
                 if old is not None:
                     variants.append((name + f" [{args.baseline}]", tr, old))

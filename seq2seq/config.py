@@ -72,7 +72,8 @@ Schedule = choice("Schedule", "plateau", "constant", "warmup", "budget")
 Stop = choice("Stop", "bound", "best")
 # Decay of the teacher-forcing ratio (scheduled sampling).
 Sampling = choice("Sampling", "none", "linear", "exponential", "inverse_sigmoid")
-# auto: bf16 on CUDA, fp32 on CPU; fp16: CUDA only.
+# auto: training in bf16 autocast on CUDA and on CPUs that compute bf16 natively (AMX,
+# AVX512-BF16), else fp32; decoding in bf16 on CUDA, fp32 on CPU. fp16: CUDA only.
 Precision = choice("Precision", "auto", "fp32", "bf16", "fp16")
 # The search's vocabulary projection (decoding/search.py): auto: on CPU, the fastest
 # of fp32, int8 and (where native) bf16, timed once; else the model's precision.
@@ -293,7 +294,7 @@ class SamplingConfig:
 class TrainerConfig:
     seed: int = 42
     device: str = "auto"  # auto | cpu | cuda
-    precision: Precision = Precision.auto  # auto: bf16 on CUDA, fp32 on CPU
+    precision: Precision = Precision.auto  # auto: bf16 where native (CUDA, AMX, ...)
     threads: int | None = None  # torch CPU threads; None leaves torch's default
     # torch.compile the decoder's step loop body (Bahdanau, Luong with input feeding):
     # one compilation at the first step (13-15 s on 2 CPU cores), then fused kernels
@@ -417,7 +418,7 @@ class DecodeOptions:
     batch_tokens: int | None = None  # None: the checkpoint's decode.batch_tokens
     vocab_precision: VocabPrecision | None = None  # decode.vocab_precision
     device: str = "auto"
-    precision: Precision = Precision.auto  # decoding autocast (bf16 on CUDA)
+    precision: Precision = Precision.auto  # decoding autocast (auto: bf16 on CUDA)
 
     def decode_overrides(self) -> dict[str, Any]:
         """The fields that are ``DecodeConfig``'s too, by name (None included)."""

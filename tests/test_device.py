@@ -8,7 +8,8 @@ import os
 import pytest
 import torch
 
-from seq2seq.model.device import resolve_precision
+from seq2seq.model import device as device_module
+from seq2seq.model.device import auto_precision, resolve_precision
 
 
 @pytest.mark.parametrize("native", [True, False])
@@ -19,7 +20,6 @@ def test_bf16_on_a_cpu_without_native_bf16_warns(native, monkeypatch, caplog):
     cpu = torch.device("cpu")
     with caplog.at_level(logging.WARNING, logger="seq2seq.model.device"):
         assert resolve_precision("bf16", cpu) == torch.bfloat16
-        assert resolve_precision("auto", cpu) is None  # CPU autocast is opt-in
     assert ("emulated" in caplog.text) is not native
     with pytest.raises(ValueError, match="fp16 autocast needs CUDA"):
         resolve_precision("fp16", cpu)
@@ -28,6 +28,34 @@ def test_bf16_on_a_cpu_without_native_bf16_warns(native, monkeypatch, caplog):
         match="'half' is not a valid Precision: choose one of auto, fp32, bf16",
     ):
         resolve_precision("half", cpu)
+
+
+@pytest.mark.parametrize(
+    ("amx", "avx512_bf16", "expected", "why"),
+    [
+        (True, True, torch.bfloat16, "natively (AMX)"),
+        (False, True, torch.bfloat16, "natively (AVX512-BF16)"),
+        (False, False, None, "neither AMX nor AVX512-BF16"),
+    ],
+)
+def test_auto_is_bf16_where_the_cpu_computes_it_and_says_why(
+    amx, avx512_bf16, expected, why, monkeypatch, caplog
+):
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(os, "environ", {})
+    cpu = torch.device("cpu")
+    with caplog.at_level(logging.INFO, logger="seq2seq.model.device"):
+        assert resolve_precision("auto", cpu) == expected
+    assert why in caplog.text and "precision=auto" in caplog.text
+    assert "emulated" not in caplog.text  # auto never picks an emulated bf16
+    assert resolve_precision("fp32", cpu) is None  # the bit-exact choice stays
+
+
+def test_auto_is_bf16_on_cuda_whatever_the_cpu(monkeypatch):
+    monkeypatch.setattr(device_module, "native_bf16_isa", lambda: None)
+    assert auto_precision(torch.device("cuda"))[0].value == "bf16"
+    assert auto_precision(torch.device("cpu"))[0].value == "fp32"
 
 
 def test_bf16_on_cpu_caps_the_onednn_caches_unless_the_user_set_them(monkeypatch):

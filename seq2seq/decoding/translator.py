@@ -113,7 +113,7 @@ class Translator:
             model,
             tokenizer,
             torch_device,
-            amp_dtype=resolve_precision(options.precision, torch_device),
+            amp_dtype=resolve_precision(options.precision, torch_device, decoding=True),
             batch_tokens=decode.batch_tokens,
             decode=decode,
             config=cfg,

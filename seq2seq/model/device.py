@@ -40,22 +40,52 @@ def select_device(name: str) -> torch.device:
     return device
 
 
+def native_bf16_isa() -> str | None:
+    """The instruction set with which this CPU multiplies bf16 in hardware (``AMX``,
+    else ``AVX512-BF16``), or None: there oneDNN emulates bf16 and bf16 autocast
+    loses to fp32."""
+    if getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+        return "AMX"
+    if getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)():
+        return "AVX512-BF16"
+    return None
+
+
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX). Elsewhere
-    oneDNN emulates it, and bf16 autocast is expected to lose to fp32 (not measured:
-    the project's machine has AVX512-BF16)."""
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+    """Whether this CPU multiplies bf16 in hardware (AMX or AVX512-BF16)."""
+    return native_bf16_isa() is not None
+
+
+def auto_precision(
+    device: torch.device, decoding: bool = False
+) -> tuple[Precision, str]:
+    """What ``precision=auto`` means on ``device``, and why (one clause, for the
+    start-up line). Training: bf16 autocast wherever the hardware computes it (CUDA,
+    and CPUs with AMX or AVX512-BF16, where it trained the quickstart and the
+    reference model faster to the same quality), fp32 elsewhere. Decoding on a CPU:
+    fp32, since a search's small per-step matmuls ran slower in bf16 even with AMX
+    (docs/performance.md)."""
+    if device.type == "cuda":
+        return Precision.bf16, "CUDA computes bf16 natively"
+    if decoding:
+        return Precision.fp32, "bf16 decoding is slower than fp32 on a CPU"
+    isa = native_bf16_isa()
+    if device.type == "cpu" and isa is not None:
+        return Precision.bf16, f"this CPU computes bf16 natively ({isa})"
+    return Precision.fp32, "this CPU has neither AMX nor AVX512-BF16"
 
 
 def resolve_precision(
-    precision: Precision | str, device: torch.device
+    precision: Precision | str, device: torch.device, decoding: bool = False
 ) -> torch.dtype | None:
-    """The autocast dtype, or None for fp32. ``auto``: bf16 on CUDA, fp32 on CPU
-    (bf16 on CPU is opt-in: faster where it is native, but not bit-identical)."""
+    """The autocast dtype, or None for fp32, to train in (or, ``decoding``, to
+    search in). ``auto``: see ``auto_precision``; ``fp32`` is the bit-exact choice
+    (exact resume, code paths compared)."""
     precision = Precision(precision)
     if precision == Precision.auto:
-        precision = Precision.bf16 if device.type == "cuda" else Precision.fp32
+        precision, why = auto_precision(device, decoding)
+        task = "decoding" if decoding else "training"
+        log.info("precision=auto: %s %s, since %s", task, precision.value, why)
     if precision == Precision.fp32:
         return None
     if device.type != "cuda" and precision == Precision.fp16:

@@ -113,12 +113,13 @@ class Trainer:
             cfg.scheduler, self.optimizer, self.metric
         )
         # Validation decodes the scored weights: the model being trained (the same
-        # module), or the moving average of its weights.
+        # module), or the moving average of its weights; in the precision asked for,
+        # or under auto in what auto means for a search.
         self.translator = Translator(
             self.scored_model,
             tok,
             device,
-            self.amp_dtype,
+            resolve_precision(self.train_cfg.precision, device, decoding=True),
             batch_tokens=cfg.decode.batch_tokens,
             decode=decode_settings(
                 cfg.decode, beam_size=self.train_cfg.valid_beam_size
