@@ -110,7 +110,8 @@ class Engine:
                 "attribution explains one model: this server runs an ensemble "
                 "(start it with one checkpoint)"
             )
-        key = (ATTENTION, req.reference is not None, req.attribution)
+        forced = req.reference is not None
+        key = (ATTENTION, forced, req.attribution, req.beam_size, req.nbest)
         return Job(key, (req.text, req.reference), cost)
 
     # ------------------------------------------------------------ the thread
@@ -121,13 +122,22 @@ class Engine:
             return self.translate(payloads, *settings)
         return self.attention(payloads, *settings)
 
+    def searcher(self, beam_size: int | None, n: int = 1) -> Translator:
+        """The translator with a request's beam size, searching for ``n`` best
+        (as ``Translator.nbest`` does: at least ``n`` beams)."""
+        translator = self.translator
+        if beam_size is not None:
+            translator = translator.with_decoding(beam_size=beam_size)
+        if n > 1:
+            beams = max(n, translator.beam_size)
+            translator = translator.with_decoding(n_best=n, beam_size=beams)
+        return translator
+
     def translate(
         self, payloads: Sequence[list[str]], beam_size: int | None, n: int
     ) -> list[dict[str, Any]]:
         """Per payload (a list of texts) its translations and n-best lists."""
-        translator = self.translator
-        if beam_size is not None:
-            translator = translator.with_decoding(beam_size=beam_size)
+        translator = self.searcher(beam_size)
         texts = [t for texts in payloads for t in texts]
         nbest = iter(translator.nbest(texts, n))
         out = []
@@ -142,20 +152,36 @@ class Engine:
         return out
 
     def attention(
-        self, payloads: Sequence[tuple[str, str | None]], forced: bool, explain: bool
+        self,
+        payloads: Sequence[tuple[str, str | None]],
+        forced: bool,
+        explain: bool,
+        beam_size: int | None = None,
+        n: int = 1,
     ) -> list[dict[str, Any]]:
         """Per payload (text, reference) its attention record: ``Translator.attention``
-        of the text (searched, or forced through the reference)."""
+        of the text (the search's best, with its ``n`` best; or forced through the
+        reference)."""
         tr = self.translator
         texts = [text for text, _ in payloads]
         refs = [ref for _, ref in payloads] if forced else None
         split = tr.encode(texts, refs)
+        nbest: list[list[dict[str, Any]]] = [[] for _ in texts]
         if forced:
             translations = list(refs or [])
         else:
-            hyps = tr.hypotheses(split)
+            searcher = self.searcher(beam_size, n)
+            found = searcher.search(split)
+            hyps = [hs[0] for hs in found]
             split = forced_split(split, [h.tokens for h in hyps])
             translations = tr.detokenize(hyps)
+            nbest = [
+                [
+                    {"text": t, "score": h.score}
+                    for t, h in zip(tr.detokenize(hs[:n]), hs[:n], strict=True)
+                ]
+                for hs in found
+            ]
         maps = tr.attention_maps(split)
         out = []
         for k, att in enumerate(maps):
@@ -163,7 +189,7 @@ class Engine:
                 src, tgt = split.src_ids[k], split.tgt_ids[k]
                 att.attribution = model_attribution(tr, src, tgt).cpu().numpy()
                 att.spearman = spearman(att.weights, att.attribution)
-            out.append(record(att, texts[k], translations[k], forced))
+            out.append(record(att, texts[k], translations[k], forced, nbest[k]))
         return out
 
     def warm(self) -> None:
@@ -225,7 +251,11 @@ def _listed(value: Any) -> Any:
 
 
 def record(
-    att: AttentionMap, text: str, translation: str, forced: bool
+    att: AttentionMap,
+    text: str,
+    translation: str,
+    forced: bool,
+    nbest: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """An ``AttentionMap`` as ``/attention`` answers it (``AttentionResponse``)."""
     rho = att.spearman
@@ -233,6 +263,7 @@ def record(
         "text": text,
         "translation": translation,
         "forced": forced,
+        "nbest": list(nbest),
         "src_tokens": list(att.src_tokens),
         "tgt_tokens": list(att.tgt_tokens),
         "src_words": _words(att.src_tokens),

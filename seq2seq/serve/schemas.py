@@ -30,11 +30,14 @@ class TranslateRequest(Request):
 
 class AttentionRequest(Request):
     """One text; ``reference`` forces the model through that translation instead of
-    its own; ``attribution`` adds gradient × input beside the attention."""
+    its own; ``attribution`` adds gradient × input beside the attention;
+    ``beam_size`` and ``nbest`` as for ``/translate`` (the attention is of the best)."""
 
     text: str = Field(examples=["the small blue chairs"])
     reference: str | None = None
     attribution: bool = False
+    beam_size: int | None = Field(None, ge=1, le=MAX_BEAM)
+    nbest: int = Field(1, ge=1, le=MAX_NBEST)
 
 
 class Candidate(BaseModel):
@@ -63,6 +66,7 @@ class AttentionResponse(BaseModel):
     text: str
     translation: str
     forced: bool  # the target is the given reference, not the model's translation
+    nbest: list[Candidate]  # the search's alternatives, best first ([] when forced)
     src_tokens: list[str]
     tgt_tokens: list[str]
     src_words: list[Word]

@@ -1,6 +1,6 @@
 /* seq2seq-serve's page: translate as you type (debounced), the n-best list, and the
    attention drawn by attention.js (the HTML viewer's drawing code). Each change
-   sends POST /translate (n-best) and POST /attention (heatmap, heads, self-attention,
+   sends one POST /attention (translation, n-best, heatmap, heads, self-attention,
    attribution); an answer older than the latest request is dropped.
    window.timing.typed / .drawn: when the last keystroke came and when its heatmap
    was drawn (performance.now(), ms), for the browser test's log. */
@@ -27,10 +27,10 @@
     s.className = error ? 'note error' : 'note';
   }
 
-  function showNbest(res) {
+  function showNbest(candidates) {
     var list = $('nbest-list');
     list.innerHTML = '';
-    res.nbest[0].forEach(function (c) {
+    candidates.forEach(function (c) {
       var li = document.createElement('li');
       li.textContent = c.text;
       var score = document.createElement('span');
@@ -61,29 +61,25 @@
     var text = $('src').value, ref = $('ref').value;
     var mine = ++seq;
     if (!text.trim()) { $('out').hidden = true; status(''); return; }
-    var req = {texts: [text], nbest: +$('nbest').value};
+    var req = {text: text, attribution: $('attr').checked, nbest: +$('nbest').value};
     if ($('beam').value) req.beam_size = +$('beam').value;
-    var att = {text: text, attribution: $('attr').checked};
-    if (ref.trim()) att.reference = ref;
+    if (ref.trim()) req.reference = ref;
     status('translating…');
-    var a = post('/attention', att).then(function (rec) {
+    post('/attention', req).then(function (rec) {
       if (mine !== seq) return;
       showAttention(rec);
+      showNbest(rec.nbest);
       $('out').hidden = false;
       window.timing.drawn = performance.now();
       document.body.setAttribute('data-drawn', String(mine));
-    });
-    var t = post('/translate', req).then(function (res) {
-      if (mine === seq) showNbest(res);
-    });
-    Promise.all([a, t]).then(function () {
-      if (mine === seq) status('');
+      status('');
     }, function (err) {
       if (mine === seq) status(err.message, true);
     });
   }
 
   function later() {
+    seq++;  // an answer to the text before this keystroke is stale
     window.timing.typed = performance.now();
     clearTimeout(timer);
     timer = setTimeout(update, DEBOUNCE_MS);
