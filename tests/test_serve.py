@@ -76,7 +76,13 @@ def test_attention_equals_the_translators(client, translator):
     rec = client.post("/attention", json={"text": text, "reference": ref}).json()
     (att,) = translator.attention([text], [ref])
     np.testing.assert_allclose(rec["weights"], att.weights, atol=1e-6)
-    assert rec["forced"] is True and rec["translation"] == ref
+    assert rec["forced"] is True and rec["translation"] == ref and rec["nbest"] == []
+    # the n-best of the search it shows, as /translate's
+    body = {"text": text, "nbest": 3, "beam_size": 4}
+    rec = client.post("/attention", json=body).json()
+    expected = translator.with_decoding(beam_size=4).nbest([text], 3)[0]
+    assert [c["text"] for c in rec["nbest"]] == [t for t, _ in expected]
+    assert rec["translation"] == expected[0][0]
 
 
 def test_attribution_is_seq2seq_aligns(client, translator):
@@ -268,6 +274,14 @@ BAD = [
         "reference is empty",
     ),
     (
+        "attention: nbest 0",
+        "/attention",
+        b'{"text": "a", "nbest": 0}',
+        None,
+        422,
+        "nbest",
+    ),
+    (
         "attention: a list",
         "/attention",
         b'{"text": ["a"]}',
@@ -380,3 +394,20 @@ def test_a_slow_request_times_out_and_a_full_queue_is_busy(translator, monkeypat
     assert set(codes) == {503}, [a.text for a in answers]
     messages = " ".join(a.json()["error"] for a in answers)
     assert "no answer within 0.2 s" in messages and "busy" in messages
+
+
+def test_a_port_in_use_is_a_user_error_and_localhost_is_local():
+    import socket
+
+    from seq2seq.errors import UserError
+    from seq2seq.serve.server import bind, is_local
+
+    taken = bind("127.0.0.1", 0)
+    port = taken.getsockname()[1]
+    try:
+        with pytest.raises(UserError, match=f"port={port}: .*give another port"):
+            bind("127.0.0.1", port)
+    finally:
+        taken.close()
+    assert is_local("127.0.0.1") and is_local("::1") and is_local("localhost")
+    assert not is_local("0.0.0.0") and not is_local(socket.gethostname() + ".x")
