@@ -9,8 +9,9 @@ free port, once per mode, and is stopped with SIGTERM (it must exit 0)::
     python scripts/bench_serve.py outputs/train/RUN/checkpoints/best.pt
     python scripts/bench_serve.py best.pt --input test.de --clients 1 8 32 --seconds 20
 
-Sentences: ``--input FILE`` (one a line), else the phrasebook's test split in the
-checkpoint's source language. Prints a Markdown table for docs/performance.md.
+Sentences: ``--input FILE`` (one a line; a ``.jsonl`` corpus file: its column of the
+checkpoint's source language), else the phrasebook's test split in that language.
+Prints a Markdown table for docs/performance.md.
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ REPO = Path(__file__).resolve().parents[1]
 def sentences(checkpoint: Path, path: Path | None, limit: int = 500) -> list[str]:
     """``path``'s lines, or the checkpoint's phrasebook test sources."""
     if path is not None:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        return [line for line in lines if line.strip()][:limit]
+        lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        if path.suffix == ".jsonl":  # a corpus file: the source language's column
+            lang = _source_language(checkpoint)
+            lines = [json.loads(x)[lang] for x in lines]
+        return lines[:limit]
     from seq2seq.decoding.translator import Translator
     from seq2seq.phrasebook.generator import generate_phrasebook
 
@@ -47,6 +51,12 @@ def sentences(checkpoint: Path, path: Path | None, limit: int = 500) -> list[str
     test = generate_phrasebook(pb.train_size, pb.validation_size, pb.test_size, pb.seed)
     column = "src" if data.src_lang == "en" else "tgt"
     return list(test["test"][column][:limit])
+
+
+def _source_language(checkpoint: Path) -> str:
+    from seq2seq.decoding.translator import Translator
+
+    return Translator.from_checkpoint(checkpoint, device="cpu").config.data.src_lang
 
 
 def start(checkpoint: Path, run_dir: Path, overrides: list[str]):
