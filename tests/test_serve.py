@@ -411,3 +411,15 @@ def test_a_port_in_use_is_a_user_error_and_localhost_is_local():
         taken.close()
     assert is_local("127.0.0.1") and is_local("::1") and is_local("localhost")
     assert not is_local("0.0.0.0") and not is_local(socket.gethostname() + ".x")
+
+
+def test_an_ensemble_translates_and_refuses_attribution(tiny_checkpoint):
+    ensemble = Translator.from_checkpoint([tiny_checkpoint] * 2, device="cpu")
+    test_client, _ = client_for(ensemble)
+    with test_client:
+        res = test_client.post("/translate", json={"texts": TEXTS})
+        assert res.json()["translations"] == ensemble.translate(TEXTS)
+        assert test_client.get("/info").json()["model"]["ensemble"] is True
+        res = test_client.post("/attention", json={"text": "a", "attribution": True})
+    assert res.status_code == 422
+    assert "attribution explains one model" in res.json()["error"]
