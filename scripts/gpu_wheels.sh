@@ -33,6 +33,14 @@ WHEELS=(
     multiprocess==0.70.19
     sacremoses==0.2.0
     entmax==1.3
+    fastapi==0.165.0  # seq2seq-serve, with what it needs that the image lacks
+    starlette==1.10.0
+    uvicorn==0.55.0
+    pydantic==2.13.4
+    pydantic-core==2.46.4
+    annotated-types==0.7.0
+    typing-inspection==0.4.2
+    opentelemetry-api==1.45.3
 )
 # Published as an sdist only: built into a (pure Python) wheel here.
 SDISTS=(

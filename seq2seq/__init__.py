@@ -1,9 +1,9 @@
 """seq2seq: train, evaluate and see RNN-with-attention translation models.
 
 Packages in reading order (each imports only those before it): ``config``, ``data``,
-``model``, ``decoding``, ``alignment``, ``training``, ``cli``. The Python API is
-``seq2seq.Translator`` (``decoding/translator.py``), loaded on first use so that
-``import seq2seq.model`` stays light.
+``model``, ``decoding``, ``alignment``, ``serve``, ``training``, ``cli``. The Python
+API is ``seq2seq.Translator`` (``decoding/translator.py``), loaded on first use so
+that ``import seq2seq.model`` stays light.
 """
 
 from __future__ import annotations

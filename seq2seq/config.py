@@ -461,6 +461,22 @@ class TranslateConfig(DecodeOptions):
 
 
 @dataclass
+class ServeConfig(DecodeOptions):
+    # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
+    checkpoint: Any = MISSING
+    host: str = "127.0.0.1"  # this machine only; 0.0.0.0 serves every interface
+    port: int = 8000  # 0: any free port (the start line names it)
+    max_input_pieces: int = 250  # longer texts are refused (422)
+    max_texts: int = 32  # texts per /translate request
+    batching: bool = True  # gather concurrent requests into one search
+    max_wait_ms: float = 5.0  # how long the first request waits for others
+    batch_pieces: int = 2048  # source pieces of one gathered search at most
+    max_queue: int = 256  # requests waiting at most; more are answered 503
+    timeout_s: float = 30.0  # a request waiting and running longer is answered 503
+    max_body_bytes: int = 1048576  # larger request bodies are answered 413
+
+
+@dataclass
 class AlignConfig(DecodeOptions):
     # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
     checkpoint: Any = MISSING
@@ -493,6 +509,7 @@ SCHEMAS: dict[str, type] = {
     "evaluate_schema": EvaluateConfig,
     "translate_schema": TranslateConfig,
     "align_schema": AlignConfig,
+    "serve_schema": ServeConfig,
 }
 
 

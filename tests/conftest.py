@@ -85,3 +85,24 @@ def multi30k_prepared(multi30k_dir, tmp_path_factory):
     )
     cache = tmp_path_factory.mktemp("multi30k-cache")
     return prepare_data(data, TokenizerConfig(), cache)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    """A tiny phrasebook model trained in-process for 40 steps (seconds): its
+    ``last.pt``, for the tests that need a checkpoint whose translations differ from
+    text to text (its ``best.pt``, from step 10, writes nothing)."""
+    from tests.helpers import build_trainer, tiny_train_config
+
+    tmp = tmp_path_factory.mktemp("tiny-checkpoint")
+    cfg = tiny_train_config(
+        tmp / "cache",
+        "trainer.max_steps=40",
+        "trainer.max_epochs=5",
+        "trainer.valid_every=40",
+        "trainer.valid_max_sentences=8",
+        "trainer.alignment_samples=0",
+        "evaluate_test=false",
+    )
+    build_trainer(cfg, tmp / "run").fit()
+    return tmp / "run" / "checkpoints" / "last.pt"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +104,10 @@ def run_script(
     if check:
         assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc
+
+
+def page_records(page: str) -> list[dict]:
+    """The records an HTML viewer page carries for its drawing code (``#data``)."""
+    match = re.search(r'<script type="application/json" id="data">(.*?)</script>', page)
+    assert match, "no #data in the page"
+    return json.loads(match.group(1))

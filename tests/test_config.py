@@ -1,6 +1,7 @@
 """Every config group and experiment composes, validates against the schemas and
 passes the value checks of its command."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def test_primary_configs_compose(app):
     check_command(app, cfg)
 
 
-@pytest.mark.parametrize("app", ["evaluate", "translate", "align"])
+@pytest.mark.parametrize("app", ["evaluate", "translate", "align", "serve"])
 def test_checkpoint_apps_compose(app, tmp_path):
     ckpt = tmp_path / "x.pt"
     ckpt.touch()
@@ -39,6 +40,25 @@ def test_checkpoint_apps_compose(app, tmp_path):
     cfg = _compose(app, overrides)
     assert cfg.checkpoint == str(ckpt)
     check_command(app, cfg)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("port=70000", "port=70000: must be in [0, 65535]"),
+        ("timeout_s=0", "timeout_s=0.0: must be > 0"),
+        ("max_texts=0", "max_texts=0: must be at least 1"),
+        ("max_wait_ms=-1", "max_wait_ms=-1.0: must be >= 0"),
+    ],
+)
+def test_serve_refuses_settings_out_of_range(override, message, tmp_path):
+    from seq2seq.errors import ConfigValueError
+
+    ckpt = tmp_path / "x.pt"
+    ckpt.touch()
+    cfg = _compose("serve", [f"checkpoint={ckpt}", override])
+    with pytest.raises(ConfigValueError, match=re.escape(message)):
+        check_command("serve", cfg)
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
 """The layer rule: packages in reading order, imports pointing one way.
 
-``config`` ← ``data`` ← ``model`` ← ``decoding`` ← ``alignment`` ← ``training`` ←
-``cli``: a module imports only from its own layer and the layers before it, and no
-module imports a command (``seq2seq.cli.<command>``; the commands share
-``seq2seq.cli.app`` and ``seq2seq.cli.checks``). Every import counts, also those
-inside functions.
+``config`` ← ``data`` ← ``model`` ← ``decoding`` ← ``alignment`` ← ``serve`` ←
+``training`` ← ``cli``: a module imports only from its own layer and the layers
+before it, and no module imports a command (``seq2seq.cli.<command>``; the
+commands share ``seq2seq.cli.app`` and ``seq2seq.cli.checks``). Every import counts,
+also those inside functions.
 """
 
 from __future__ import annotations
@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "seq2seq"
-LAYERS = ("config", "data", "model", "decoding", "alignment", "training", "cli")
+LAYERS = (
+    "config",
+    "data",
+    "model",
+    "decoding",
+    "alignment",
+    "serve",
+    "training",
+    "cli",
+)
 # Modules beside config.py that belong to its layer: the error type every layer raises
 # and the value checks of the schemas; and the built-in phrasebook corpus, which
 # imports nothing of the pipeline that reads it.

@@ -151,10 +151,14 @@ SRC = ["▁le", "▁chat", "▁noir", "</s>"]
 TGT = ["▁the", "▁black", "▁cat", "</s>"]
 
 
-def _page(tmp_path: Path) -> tuple[Path, np.ndarray, np.ndarray]:
+def _page(tmp_path: Path) -> tuple[Path, np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     w = rng.dirichlet(np.ones(4), size=4)
     heads = rng.dirichlet(np.ones(4), size=(2, 4))
+    # encoder self-attention (layers 2, heads 3, S, S), as issue 51's models give it
+    self_attention = rng.dirichlet(np.ones(4), size=(2, 3, 4))
+    sparse = AttentionMap(SRC, TGT, np.eye(4), title="sparse, with self-attention")
+    setattr(sparse, "self_attention", self_attention)  # noqa: B010 (a field with #51)
     items = [
         AttentionMap(SRC, TGT, w, gold="0-0 2-1 1-2"),
         AttentionMap(
@@ -166,10 +170,11 @@ def _page(tmp_path: Path) -> tuple[Path, np.ndarray, np.ndarray]:
             spearman=0.25,
             title="multi-head <&>",
         ),
+        sparse,
     ]
     path = tmp_path / "viewer.html"
     path.write_text(alignment_html(items), encoding="utf-8")
-    return path, w, heads
+    return path, w, heads, self_attention
 
 
 def _hover(dt: DevTools, selector: str) -> str:
@@ -193,7 +198,7 @@ def _cell(sentence: int, row: int, col: int) -> str:
 
 
 def test_viewer_renders_hovers_switches_heads_and_saves_a_screenshot(browser, tmp_path):
-    path, w, heads = _page(tmp_path)
+    path, w, heads, self_attention = _page(tmp_path)
     dt = browser
     for domain in ("Runtime", "Log", "Page"):
         dt.send(f"{domain}.enable")
@@ -207,7 +212,7 @@ def test_viewer_renders_hovers_switches_heads_and_saves_a_screenshot(browser, tm
     dt.send("Page.navigate", url=path.as_uri())
     dt.wait_for("document.body && document.body.getAttribute('data-ready') === '1'")
 
-    assert dt.evaluate("document.querySelectorAll('section').length") == 2
+    assert dt.evaluate("document.querySelectorAll('section').length") == 3
     lines = "document.querySelectorAll('#sentence-0 svg.two line.w').length"
     assert dt.evaluate(lines) > 0
     assert dt.evaluate("document.querySelectorAll('svg line.sure').length") == 3
@@ -221,6 +226,41 @@ def test_viewer_renders_hovers_switches_heads_and_saves_a_screenshot(browser, tm
     )
     assert _hover(dt, _cell(1, 3, 0)) == f"▁le → </s>: {heads[1, 3, 0]:.3f}"
     assert "Spearman" in dt.evaluate("document.getElementById('sentence-1').innerText")
+    title = "document.querySelector('#sentence-1 h2').textContent"
+    assert dt.evaluate(title) == "multi-head <&>"  # escaped, shown as written
+
+    # Gold links outline their cells; exact zeros are hatched and counted.
+    assert dt.evaluate("document.querySelectorAll('#sentence-0 td.sure').length") == 3
+    zeros = "document.querySelectorAll('#sentence-2 .heat td.zero').length"
+    assert dt.evaluate(zeros) == 12
+    text = dt.evaluate("document.getElementById('sentence-2').innerText")
+    assert "75% of the weights are exactly 0" in text
+
+    # Hovering a target piece lights its sources by weight.
+    _hover(dt, "#sentence-0 .heat th.tgt[data-row='1']")
+    lit = dt.evaluate(
+        "Array.from(document.querySelectorAll('#sentence-0 .heat th.src.lit'))"
+        ".map(function(e){return +e.getAttribute('data-weight');})"
+    )
+    np.testing.assert_allclose(lit, w[1], atol=5e-4)
+
+    # The self-attention: source pieces on both axes, a layer and head selector.
+    def self_cell(row: int, col: int) -> str:
+        return (
+            f"#sentence-2 .self-heat tr:nth-child({row + 2}) td:nth-of-type({col + 1})"
+        )
+
+    mean = self_attention[0].mean(0)
+    assert _hover(dt, self_cell(1, 2)) == f"▁chat reads ▁noir: {mean[1, 2]:.3f}"
+    dt.evaluate(
+        "(function(){var s=document.getElementById('sentence-2');"
+        "var l=s.querySelector('select.self-layer');"
+        "var h=s.querySelector('select.self-head');"
+        "l.value='layer 2';l.dispatchEvent(new Event('change'));"
+        "h.value='head 3';h.dispatchEvent(new Event('change'));})()"
+    )
+    expected = self_attention[1, 2, 3, 0]
+    assert _hover(dt, self_cell(3, 0)) == f"</s> reads ▁le: {expected:.3f}"
 
     dt.send("Input.dispatchMouseEvent", type="mouseMoved", x=5, y=5)  # hide the tip
     dt.evaluate("window.scrollTo(0, 0)")

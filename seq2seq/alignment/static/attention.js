@@ -1,0 +1,252 @@
+/* Attention maps drawn from their JSON records, the one drawing code of the HTML
+   viewer (seq2seq-align format=html inlines this file) and of seq2seq-serve's page
+   (which loads it from the package).
+
+   A record is AttentionMap.to_dict()'s: src_tokens, tgt_tokens, weights (T, S), and
+   when present heads (H, T, S), attribution (T, S) with spearman, self_attention
+   (L, H, S, S: rows the querying source piece, columns the attended one), title;
+   gold_cells [[i, j, "sure" | "possible"], ...] (source, target piece) when the
+   viewer knows gold links.
+
+   AttentionView.render(container, record, k) draws one section #sentence-k: the
+   heatmap (a selector for each head and their mean), the attribution beside it, the
+   two-row view, the self-attention heatmap with its layer and head selectors.
+   Hovering a cell or a line shows "source → target: weight" in #tip; hovering a
+   target piece lights its source pieces by weight. */
+(function (root) {
+  'use strict';
+
+  function esc(s) {
+    return String(s).replace(/[&<>"]/g, function (c) {
+      return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c];
+    });
+  }
+  function at(n, v) { return ' ' + n + '="' + esc(v) + '"'; }
+  function shown(v) { return v === 0 ? 'exactly 0' : v.toFixed(3); }
+
+  /* White (0) to dark blue (1), as alignment/render.py's colour map. */
+  function color(v) {
+    v = Math.min(1, Math.max(0, v));
+    return '#' + [8, 48, 107].map(function (c) {
+      var x = Math.round(255 + (c - 255) * v).toString(16);
+      return x.length < 2 ? '0' + x : x;
+    }).join('');
+  }
+
+  /* A heatmap: rows (with their labels) by columns; opts.tip(col, row, shown) the
+     hover text of a cell, opts.marks {"i,j": "sure" | "possible"}. */
+  function table(m, cols, rows, opts) {
+    var h = '<table class="att"><tr><th></th>';
+    cols.forEach(function (c, i) { h += '<th class="src"' + at('data-col', i) + '>' + esc(c) + '</th>'; });
+    h += '</tr>';
+    rows.forEach(function (r, j) {
+      h += '<tr><th class="tgt"' + at('data-row', j) + '>' + esc(r) + '</th>';
+      cols.forEach(function (c, i) {
+        var v = m[j][i], mark = (opts.marks || {})[i + ',' + j];
+        var cls = 'cell' + (mark ? ' ' + mark : '') + (v === 0 ? ' zero' : '');
+        h += '<td' + at('class', cls) + at('style', 'background:' + color(v)) +
+          at('data-tip', opts.tip(i, j, shown(v))) + '></td>';
+      });
+      h += '</tr>';
+    });
+    return h + '</table>';
+  }
+
+  /* The two-row view: source pieces above, target pieces below, a line per weight
+     of at least 0.02 (thickness and opacity its weight), gold links dashed. */
+  function two(d, m) {
+    var L = d.src.concat(d.tgt).map(function (s) { return s.length; });
+    var step = Math.max(64, 8 * Math.max.apply(null, L)), n = Math.max(d.src.length, d.tgt.length);
+    var w = n * step + 20, H = 150, ys = 26, yt = H - 24, y1 = ys + 6, y2 = yt - 16;
+    function xs(i) { return 10 + step * (i + 0.5) + (n - d.src.length) * step / 2; }
+    function xt(j) { return 10 + step * (j + 0.5) + (n - d.tgt.length) * step / 2; }
+    function line(c, i, j, extra) {
+      return '<line' + at('class', c) + at('x1', xs(i)) + at('y1', y1) + at('x2', xt(j)) +
+        at('y2', y2) + at('data-row', j) + extra + '></line>';
+    }
+    var h = '<svg' + at('class', 'two') + at('width', w) + at('height', H) + '>';
+    d.tgt.forEach(function (t, j) {
+      d.src.forEach(function (s, i) {
+        var v = m[j][i];
+        if (v < 0.02) return;
+        h += line('w', i, j, at('stroke-width', (0.5 + 5 * v).toFixed(2)) +
+          at('stroke-opacity', v.toFixed(3)) + at('data-tip', s + ' \u2192 ' + t + ': ' + v.toFixed(3)));
+      });
+    });
+    d.gold.forEach(function (g) {
+      h += line(g[2], g[0], g[1], at('data-tip', 'gold ' + g[2] + ': ' + d.src[g[0]] + ' \u2192 ' + d.tgt[g[1]]));
+    });
+    d.src.forEach(function (s, i) {
+      h += '<text' + at('class', 'src') + at('data-col', i) + at('x', xs(i)) + at('y', ys) +
+        ' text-anchor="middle">' + esc(s) + '</text>';
+    });
+    d.tgt.forEach(function (t, j) {
+      h += '<text' + at('class', 'tgt') + at('data-row', j) + at('x', xt(j)) + at('y', yt) +
+        ' text-anchor="middle">' + esc(t) + '</text>';
+    });
+    return h + '</svg>';
+  }
+
+  /* The selectable cross-attention matrices: the attention, or each head and the mean. */
+  function matrices(rec) {
+    var mats = {}, keys;
+    if (rec.heads) {
+      keys = ['mean'];
+      mats.mean = rec.weights;
+      rec.heads.forEach(function (m, h) { keys.push('head ' + (h + 1)); mats['head ' + (h + 1)] = m; });
+    } else {
+      keys = ['attention'];
+      mats.attention = rec.weights;
+    }
+    return {keys: keys, mats: mats};
+  }
+
+  function meanOf(ms) {
+    return ms[0].map(function (row, r) {
+      return row.map(function (_, c) {
+        var s = 0;
+        ms.forEach(function (m) { s += m[r][c]; });
+        return s / ms.length;
+      });
+    });
+  }
+
+  /* The share of exactly-0 weights (sparse attention), over heads when present. */
+  function zeroShare(rec) {
+    var ms = rec.heads || [rec.weights], zeros = 0, total = 0;
+    ms.forEach(function (m) { m.forEach(function (row) { row.forEach(function (v) { total++; if (v === 0) zeros++; }); }); });
+    return total ? zeros / total : 0;
+  }
+
+  /* The hover text of a target piece: its strongest sources with their weights. */
+  function sourcesTip(d, m, j) {
+    var order = d.src.map(function (_, i) { return i; }).sort(function (a, b) { return m[j][b] - m[j][a]; });
+    return d.tgt[j] + ' \u2190 ' + order.slice(0, 4).map(function (i) {
+      return d.src[i] + ' ' + m[j][i].toFixed(3);
+    }).join(', ');
+  }
+
+  function options(names) {
+    return names.map(function (n) { return '<option' + at('value', n) + '>' + esc(n) + '</option>'; }).join('');
+  }
+
+  function skeleton(rec, k, d, sel) {
+    var h = '<h2>' + esc(rec.title || 'Sentence ' + (k + 1)) + '</h2>';
+    if (sel.keys.length > 1) h += '<label>show <select class="head">' + options(sel.keys) + '</select></label>';
+    h += '<div class="views"><div><h3>attention</h3><div class="heat"></div></div>';
+    if (rec.attribution) {
+      var attr = table(rec.attribution, d.src, d.tgt, {tip: function (i, j, v) {
+        return d.src[i] + ' \u2192 ' + d.tgt[j] + ': ' + v;
+      }});
+      h += '<div><h3>attribution (gradient \u00d7 input)</h3><div class="attr">' + attr + '</div>';
+      if (typeof rec.spearman === 'number' && !isNaN(rec.spearman)) {
+        h += '<p class="note">Spearman \u03c1(attention, attribution) = ' + rec.spearman.toFixed(3) + '</p>';
+      }
+      h += '</div>';
+    }
+    h += '</div><div class="two-row"></div>';
+    if (rec.self_attention) {
+      var layers = rec.self_attention.map(function (_, l) { return 'layer ' + (l + 1); });
+      var heads = ['mean'].concat(rec.self_attention[0].map(function (_, x) { return 'head ' + (x + 1); }));
+      h += '<div class="self"><h3>encoder self-attention (rows: the reading source piece; ' +
+        'columns: the piece it reads)</h3><label>' + '<select class="self-layer">' + options(layers) +
+        '</select></label> <label><select class="self-head">' + options(heads) +
+        '</select></label><div class="self-heat"></div></div>';
+    }
+    var zeros = zeroShare(rec);
+    if (zeros > 0) {
+      h += '<p class="note">' + Math.round(100 * zeros) + '% of the weights are exactly 0 ' +
+        '(hatched cells, no line): the attention is sparse.</p>';
+    }
+    if (d.gold.length) h += '<p class="note">Gold links: red (outline; dashed line) sure, orange possible.</p>';
+    return h;
+  }
+
+  /* Light the source pieces of target piece j (or none: j < 0) by its weights. */
+  function light(sec, m, j) {
+    sec.querySelectorAll('.heat th.src, svg.two text.src').forEach(function (el) {
+      var i = +el.getAttribute('data-col');
+      if (j < 0) {
+        el.classList.remove('lit', 'dark');
+        el.style.background = el.style.fill = '';
+        el.removeAttribute('data-weight');
+        return;
+      }
+      var v = m[j][i];
+      el.classList.add('lit');
+      el.classList.toggle('dark', v > 0.5);
+      el.setAttribute('data-weight', v.toFixed(3));
+      if (el.tagName === 'text') el.style.fill = v > 0.1 ? color(0.3 + 0.7 * v) : '';
+      else el.style.background = color(v);
+    });
+  }
+
+  function render(container, rec, k) {
+    var d = {src: rec.src_tokens.map(String), tgt: rec.tgt_tokens.map(String), gold: rec.gold_cells || []};
+    var sel = matrices(rec), marks = {};
+    d.gold.forEach(function (g) { if (!marks[g[0] + ',' + g[1]] || g[2] === 'sure') marks[g[0] + ',' + g[1]] = g[2]; });
+    var sec = document.createElement('section');
+    sec.id = 'sentence-' + k;
+    sec.innerHTML = skeleton(rec, k, d, sel);
+    var current = null;
+    function show() {
+      var s = sec.querySelector('select.head');
+      current = sel.mats[s ? s.value : sel.keys[0]];
+      sec.querySelector('.heat').innerHTML = table(current, d.src, d.tgt, {marks: marks, tip: function (i, j, v) {
+        return d.src[i] + ' \u2192 ' + d.tgt[j] + ': ' + v;
+      }});
+      sec.querySelectorAll('.heat th.tgt').forEach(function (th) {
+        th.setAttribute('data-tip', sourcesTip(d, current, +th.getAttribute('data-row')));
+      });
+      sec.querySelector('.two-row').innerHTML = two(d, current);
+    }
+    function showSelf() {
+      var l = sec.querySelector('select.self-layer').selectedIndex;
+      var hs = rec.self_attention[l], x = sec.querySelector('select.self-head').selectedIndex;
+      var m = x === 0 ? meanOf(hs) : hs[x - 1];
+      sec.querySelector('.self-heat').innerHTML = table(m, d.src, d.src, {tip: function (i, j, v) {
+        return d.src[j] + ' reads ' + d.src[i] + ': ' + v;
+      }});
+    }
+    sec.querySelectorAll('select.head').forEach(function (s) { s.addEventListener('change', show); });
+    sec.querySelectorAll('select.self-layer, select.self-head').forEach(function (s) {
+      s.addEventListener('change', showSelf);
+    });
+    sec.addEventListener('mouseover', function (e) {
+      var t = e.target.closest ? e.target.closest('.heat th.tgt, svg.two text.tgt') : null;
+      light(sec, current, t ? +t.getAttribute('data-row') : -1);
+    });
+    show();
+    if (rec.self_attention) showSelf();
+    container.appendChild(sec);
+    return sec;
+  }
+
+  var tipInstalled = false;
+  /* One document-wide handler: the element under the mouse with a data-tip shows it in #tip. */
+  function tooltips() {
+    if (tipInstalled) return;
+    tipInstalled = true;
+    document.addEventListener('mousemove', function (e) {
+      var tip = document.getElementById('tip');
+      var el = e.target.closest ? e.target.closest('[data-tip]') : null;
+      if (!tip) return;
+      if (!el) { tip.style.display = 'none'; return; }
+      tip.textContent = el.getAttribute('data-tip');
+      tip.style.display = 'block';
+      tip.style.left = (e.clientX + 12) + 'px';
+      tip.style.top = (e.clientY + 12) + 'px';
+    });
+  }
+
+  /* The viewer: every record of the page's #data, one section each. */
+  function page() {
+    tooltips();
+    var records = JSON.parse(document.getElementById('data').textContent);
+    var box = document.getElementById('maps');
+    records.forEach(function (rec, k) { render(box, rec, k); });
+    document.body.setAttribute('data-ready', '1');
+  }
+
+  root.AttentionView = {render: render, page: page, tooltips: tooltips, table: table, color: color, esc: esc};
+})(window);

@@ -1,0 +1,8 @@
+"""``seq2seq-serve``'s library: a translation server with a live attention explorer.
+
+``engine`` runs a ``Translator`` on requests (translations, n-best, attention,
+attribution), ``batcher`` gathers concurrent requests into one search on one worker
+thread, ``schemas`` says what a request may hold, ``guard`` refuses bodies before
+they are parsed, ``app`` is the ASGI application (FastAPI) with the page at ``/``,
+``server`` runs it with uvicorn. It composes ``decoding`` and ``alignment``.
+"""

@@ -1,0 +1,220 @@
+"""The ASGI application: the JSON API, the page at ``/`` and its files, all from the
+package (no CDN), and the one place where a request's mistakes become 4xx answers.
+
+Every error is ``{"error": "<one line>"}``: a body refused by ``guard`` (400, 413,
+415), a request that does not fit the schema (400 for a body that is not JSON, 422
+otherwise), one the model cannot take (422), a full queue or a timeout (503). A bug
+while answering one request is logged with its traceback and answered 500 in one
+line; the server goes on serving the others. ``/openapi.json`` holds the schemas;
+there is no ``/docs`` page, whose viewer would come from a CDN.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException
+
+from seq2seq.alignment.viewer import asset
+from seq2seq.serve.batcher import Batcher, Busy, TimedOut
+from seq2seq.serve.engine import Engine, Job, RequestError
+from seq2seq.serve.guard import BodyGuard
+from seq2seq.serve.schemas import (
+    AttentionRequest,
+    AttentionResponse,
+    ErrorResponse,
+    TranslateRequest,
+    TranslateResponse,
+)
+
+log = logging.getLogger(__name__)
+
+# The page's files: a name, not a path, so no request can name a file.
+PAGE_FILES = {
+    "attention.js": "application/javascript",
+    "attention.css": "text/css",
+    "serve.js": "application/javascript",
+    "serve.css": "text/css",
+}
+SCHEMAS = {"/translate": TranslateRequest, "/attention": AttentionRequest}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 413, 415, 422, 500, 503)
+}
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How requests are queued and gathered (``batcher.Batcher``), how long one may
+    take, and how large a body may be."""
+
+    batching: bool = True
+    max_wait_ms: float = 5.0
+    batch_pieces: int = 2048
+    max_queue: int = 256
+    timeout_s: float = 30.0
+    max_body_bytes: int = 1 << 20
+
+
+def _file(name: str) -> str:
+    if name.startswith("attention."):
+        return asset(name)
+    return resources.files("seq2seq.serve").joinpath("static", name).read_text("utf-8")
+
+
+def create_app(engine: Engine, serving: Serving | None = None) -> BodyGuard:
+    """The application around ``engine`` (the model), wrapped in ``BodyGuard``."""
+    serving = serving or Serving()
+    files = {name: _file(name) for name in PAGE_FILES}
+    page = _file("index.html")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        batcher = Batcher(
+            engine.run,
+            max_wait_s=serving.max_wait_ms / 1000,
+            max_cost=serving.batch_pieces,
+            max_queue=serving.max_queue,
+            batching=serving.batching,
+        )
+        batcher.start()
+        app.state.batcher = batcher
+        yield
+        await batcher.stop()
+
+    app = FastAPI(
+        title="seq2seq-serve",
+        summary="Translations, n-best lists and attention of an RNN translation model",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+        responses=ERRORS,
+    )
+
+    async def answer(request: Request, job: Job) -> Any:
+        batcher: Batcher = request.app.state.batcher
+        try:
+            return await batcher.submit(
+                job.key, job.payload, job.cost, serving.timeout_s
+            )
+        except (Busy, TimedOut, RequestError):
+            raise
+        except Exception as err:  # a bug in this request: the others go on
+            log.error("error while answering %s", request.url.path, exc_info=err)
+            return internal_error(err)
+
+    @app.post("/translate", response_model=TranslateResponse)
+    async def translate(req: TranslateRequest, request: Request) -> Any:
+        """Translate texts; ``nbest`` alternatives per text with their scores."""
+        return await answer(request, engine.check_translate(req))
+
+    @app.post("/attention", response_model=AttentionResponse)
+    async def attention(req: AttentionRequest, request: Request) -> Any:
+        """Where the model looked while translating ``text`` (or reading
+        ``reference``): pieces, words, weights (per head, self-attention when the
+        encoder has it), Pharaoh links, and gradient × input when asked."""
+        return await answer(request, engine.check_attention(req))
+
+    @app.get("/health")
+    async def health(request: Request) -> dict[str, Any]:
+        """``ok`` while the server answers; how many requests wait."""
+        return {"status": "ok", "waiting": request.app.state.batcher.pending()}
+
+    @app.get("/info")
+    async def info(request: Request) -> dict[str, Any]:
+        """The model, languages, vocabulary, decoding settings, limits, version."""
+        batcher: Batcher = request.app.state.batcher
+        counts = {"batches": batcher.batches, "requests": batcher.jobs}
+        return engine.info({**asdict(serving), **counts})
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page)
+
+    @app.get("/static/{name}", include_in_schema=False)
+    async def static(name: str) -> Response:
+        if name not in files:
+            raise HTTPException(404, f"no such file: {name}")
+        return Response(files[name], media_type=PAGE_FILES[name])
+
+    _handle_errors(app)
+    return BodyGuard(app, serving.max_body_bytes)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": " ".join(str(message).split())}, status_code=status)
+
+
+def _handle_errors(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+        return _error(*describe_invalid(err.errors(), SCHEMAS.get(request.url.path)))
+
+    @app.exception_handler(HTTPException)
+    async def http(request: Request, err: HTTPException) -> JSONResponse:
+        message = err.detail
+        if err.status_code == 404 and message == "Not Found":
+            message = f"no such page: {request.url.path} (the API: /openapi.json)"
+        elif err.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        return _error(err.status_code, message)
+
+    @app.exception_handler(RequestError)
+    async def refused(request: Request, err: RequestError) -> JSONResponse:
+        return _error(422, str(err))
+
+    @app.exception_handler(Busy)
+    async def busy(request: Request, err: Busy) -> JSONResponse:
+        return _error(503, f"the server is busy ({err}); try again in a moment")
+
+    @app.exception_handler(TimedOut)
+    async def late(request: Request, err: TimedOut) -> JSONResponse:
+        return _error(503, f"{err} (timeout_s); try a shorter text or fewer texts")
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, err: Exception) -> JSONResponse:
+        log.error("error while answering %s", request.url.path, exc_info=err)
+        return internal_error(err)
+
+
+def internal_error(err: Exception) -> JSONResponse:
+    """A bug's answer: one line, the traceback only in the server's log."""
+    return _error(
+        500,
+        f"internal error ({type(err).__name__}), logged on the server; other "
+        "requests are not affected",
+    )
+
+
+def describe_invalid(errors: list[dict[str, Any]], schema: Any) -> tuple[int, str]:
+    """The first schema error in one line, with its status: 400 for a body that is
+    not JSON, 422 for JSON that does not fit the schema."""
+    if not errors:
+        return 422, "the request does not fit the schema (see /openapi.json)"
+    first = errors[0]
+    kind, loc = first.get("type"), list(first.get("loc", ()))
+    if loc and loc[0] == "body":
+        loc = loc[1:]
+    if kind == "json_invalid":
+        where = f" at character {loc[0] + 1}" if loc and isinstance(loc[0], int) else ""
+        detail = first.get("ctx", {}).get("error", "")
+        return 400, f"the body is not valid JSON{where}: {detail}"
+    fields = list(schema.model_fields) if schema is not None else []
+    example = f"a JSON object with the fields {', '.join(fields)}" if fields else "JSON"
+    if not loc:
+        if kind == "missing":
+            return 422, f"the body is empty: send {example}"
+        return 422, f"the body must be {example}"
+    name = str(loc[0]) + "".join(
+        f"[{x}]" if isinstance(x, int) else f".{x}" for x in loc[1:]
+    )
+    if kind == "extra_forbidden":
+        return 422, f"unknown field {name!r}: the fields are {', '.join(fields)}"
+    return 422, f"{name}: {first.get('msg', 'invalid')}"

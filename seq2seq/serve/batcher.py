@@ -1,0 +1,170 @@
+"""Concurrent requests gathered into one search, run on one worker thread.
+
+Torch is not made faster by concurrent calls on a few cores, but a search over many
+sentences at once costs little more than over one: so requests wait in a queue, and
+the worker takes the first one, gathers for at most ``max_wait_s`` the others that
+can share its search (the same ``key``: the same kind and decoding settings) up to a
+budget of ``max_cost`` source pieces, and runs them in one call of ``run(key,
+payloads)`` on its one thread. A job that waited past its timeout is dropped before
+it runs; a batch that fails is retried job by job, so one bad request fails alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.0005  # how often the gathering looks at the queue
+Runner = Callable[[Hashable, Sequence[Any]], Sequence[Any]]
+
+
+class Busy(RuntimeError):
+    """The queue is full: the client may retry later."""
+
+
+class TimedOut(RuntimeError):
+    """A job waited and ran past its timeout."""
+
+
+@dataclass
+class Job:
+    key: Hashable
+    payload: Any
+    cost: int
+    future: asyncio.Future
+    queued: float = field(default_factory=time.monotonic)
+
+
+class Batcher:
+    """Gathers jobs of one key into batches for ``run`` on one worker thread.
+
+    ``max_wait_s`` 0 or ``batching`` False: each job runs alone (the same queue, the
+    same thread), which is what the benchmark compares against.
+    """
+
+    def __init__(
+        self,
+        run: Runner,
+        max_wait_s: float = 0.005,
+        max_cost: int = 2048,
+        max_queue: int = 256,
+        batching: bool = True,
+    ):
+        self.run = run
+        self.max_wait_s = max_wait_s if batching else 0.0
+        self.max_cost = max_cost
+        self.max_queue = max_queue
+        self.batching = batching
+        self.queue: asyncio.Queue[Job] = asyncio.Queue()
+        self.held: collections.deque[Job] = collections.deque()
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
+        self.task: asyncio.Task | None = None
+        self.batches = 0  # how many runs, and how many jobs they held: /info
+        self.jobs = 0
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        """Stop gathering (uvicorn has drained the requests) and free the thread."""
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        self.executor.shutdown(wait=True)
+
+    def pending(self) -> int:
+        return self.queue.qsize() + len(self.held)
+
+    async def submit(self, key: Hashable, payload: Any, cost: int, timeout: float):
+        """``run(key, [payload, ...])``'s answer for ``payload``; ``Busy`` when the
+        queue is full, ``TimedOut`` after ``timeout`` seconds."""
+        if self.pending() >= self.max_queue:
+            raise Busy(f"{self.pending()} requests are waiting")
+        future = asyncio.get_running_loop().create_future()
+        await self.queue.put(Job(key, payload, cost, future))
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            future.cancel()  # dropped unless it is running already
+            raise TimedOut(f"no answer within {timeout:g} s") from None
+
+    async def _next(self) -> Job:
+        return self.held.popleft() if self.held else await self.queue.get()
+
+    async def _gather(self) -> list[Job]:
+        """The first job and the others that share its key, within the budget."""
+        first = await self._next()
+        jobs, cost = [first], first.cost
+        if not self.batching:
+            return jobs
+        kept = collections.deque()
+        for job in self.held:  # those that waited for another key's batch first
+            if job.key == first.key and cost + job.cost <= self.max_cost:
+                jobs.append(job)
+                cost += job.cost
+            else:
+                kept.append(job)
+        self.held = kept
+        deadline = time.monotonic() + self.max_wait_s
+        while cost < self.max_cost:
+            try:
+                job = self.queue.get_nowait()
+            except asyncio.QueueEmpty:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                # a short sleep, not wait_for(queue.get()): a get cancelled as an
+                # item arrives can lose it on Python 3.11
+                await asyncio.sleep(min(left, POLL_S))
+                continue
+            if job.key == first.key and cost + job.cost <= self.max_cost:
+                jobs.append(job)
+                cost += job.cost
+            else:
+                self.held.append(job)
+        return jobs
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            jobs = [j for j in await self._gather() if not j.future.done()]
+            if not jobs:
+                continue
+            self.batches += 1
+            self.jobs += len(jobs)
+            outcomes = await loop.run_in_executor(self.executor, self._run_all, jobs)
+            for job, (ok, value) in zip(jobs, outcomes, strict=True):
+                if job.future.done():
+                    continue
+                if ok:
+                    job.future.set_result(value)
+                else:
+                    job.future.set_exception(value)
+
+    def _run_all(self, jobs: list[Job]) -> list[tuple[bool, Any]]:
+        """On the worker thread: one run for all; if it fails, one run per job."""
+        key = jobs[0].key
+        try:
+            results = self.run(key, [j.payload for j in jobs])
+            return [(True, r) for r in results]
+        except Exception as err:
+            if len(jobs) == 1:
+                return [(False, err)]
+        log.warning(
+            "a batch of %d requests failed: retrying them one by one", len(jobs)
+        )
+        out = []
+        for job in jobs:
+            try:
+                out.append((True, self.run(key, [job.payload])[0]))
+            except Exception as err:
+                out.append((False, err))
+        return out

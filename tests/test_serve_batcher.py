@@ -1,0 +1,93 @@
+"""The batcher alone, with a runner that records its calls: jobs of one key share a
+run within the budget, other keys wait their turn, a timed-out job is dropped, and a
+failing batch is rerun job by job."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from seq2seq.serve.batcher import Batcher, Busy, TimedOut
+
+
+class Recorder:
+    """A runner: each payload's answer is its double; ``fail`` payloads raise."""
+
+    def __init__(self, fail=(), delay=0.0):
+        self.calls: list[tuple] = []
+        self.threads: set[str] = set()
+        self.fail, self.delay = set(fail), delay
+
+    def __call__(self, key, payloads):
+        self.calls.append((key, list(payloads)))
+        self.threads.add(threading.current_thread().name)
+        threading.Event().wait(self.delay)
+        if self.fail & set(payloads):
+            raise RuntimeError("a bug")
+        return [2 * p for p in payloads]
+
+
+async def _many(batcher, jobs, timeout=5.0):
+    batcher.start()
+    try:
+        return await asyncio.gather(
+            *(batcher.submit(k, p, c, timeout) for k, p, c in jobs),
+            return_exceptions=True,
+        )
+    finally:
+        await batcher.stop()
+
+
+def test_jobs_of_one_key_share_a_run_within_the_budget():
+    runner = Recorder()
+    batcher = Batcher(runner, max_wait_s=0.05, max_cost=10)
+    jobs = [("a", k, 3) for k in range(5)] + [("b", 10 + k, 1) for k in range(3)]
+    answers = asyncio.run(_many(batcher, jobs))
+    assert answers == [2 * p for _, p, _ in jobs]
+    key_of = {p: k for k, p, _ in jobs}
+    cost_of = {p: c for _, p, c in jobs}
+    for key, payloads in runner.calls:
+        assert {key_of[p] for p in payloads} == {key}
+        assert sum(cost_of[p] for p in payloads) <= 10
+    assert sorted(p for _, ps in runner.calls for p in ps) == sorted(
+        p for _, p, _ in jobs
+    )
+    assert len(runner.calls) < len(jobs)  # gathered
+    assert len(runner.threads) == 1  # one model thread
+
+
+def test_without_batching_each_job_runs_alone():
+    runner = Recorder()
+    batcher = Batcher(runner, max_wait_s=0.05, batching=False)
+    answers = asyncio.run(_many(batcher, [("a", k, 1) for k in range(4)]))
+    assert answers == [0, 2, 4, 6] and all(len(ps) == 1 for _, ps in runner.calls)
+
+
+def test_a_failing_batch_is_rerun_job_by_job():
+    runner = Recorder(fail={3})
+    batcher = Batcher(runner, max_wait_s=0.05)
+    answers = asyncio.run(_many(batcher, [("a", k, 1) for k in range(5)]))
+    assert isinstance(answers[3], RuntimeError)
+    assert [a for k, a in enumerate(answers) if k != 3] == [0, 2, 4, 8]
+
+
+def test_a_job_past_its_timeout_is_dropped_and_a_full_queue_refused():
+    runner = Recorder(delay=0.3)
+    batcher = Batcher(runner, max_wait_s=0.0, max_queue=2)
+    jobs = [("a", 1, 1), ("b", 2, 1), ("c", 3, 1), ("d", 4, 1)]
+    answers = asyncio.run(_many(batcher, jobs, timeout=0.1))
+    assert all(isinstance(a, (TimedOut, Busy)) for a in answers), answers
+    assert any(isinstance(a, Busy) for a in answers)
+    ran = [p for _, ps in runner.calls for p in ps]
+    assert len(ran) < 4  # those that timed out while waiting never ran
+
+
+@pytest.mark.parametrize("wait", [0.0, 0.02])
+def test_answers_come_back_to_their_own_request(wait):
+    runner = Recorder()
+    batcher = Batcher(runner, max_wait_s=wait, max_cost=1000)
+    jobs = [(k % 3, k, 1) for k in range(30)]
+    answers = asyncio.run(_many(batcher, jobs))
+    assert answers == [2 * k for k in range(30)]

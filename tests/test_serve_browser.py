@@ -1,0 +1,148 @@
+"""seq2seq-serve's page in a real headless Chromium (Playwright driving the system's
+Chromium; no browser download): type a sentence, see its translation and heatmap,
+hover a target piece and see its sources lit with their weights, force a reference.
+
+Skips when Chromium or Playwright is missing, except with
+``SEQ2SEQ_REQUIRE_BROWSER=1`` (CI), where that is a failure. The time from the last
+keystroke to the drawn heatmap is printed (the issue's target: 300 ms on the
+quickstart model), not asserted. ``SEQ2SEQ_SERVE_SCREENSHOT=PATH`` also saves the
+page's screenshot there (docs/serve_page.png).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.test_serve_process import start_server
+from tests.test_viewer_browser import BROWSERS, _unavailable
+
+pytestmark = pytest.mark.slow
+
+SENTENCE = "Tom cooks this egg ."
+REFERENCE = "Tom prépare cet œuf ."
+
+
+def _post(port: int, path: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as r:
+        return json.load(r)
+
+
+@pytest.fixture
+def chromium():
+    binary = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+    if binary is None:
+        _unavailable(f"no Chromium found (looked for {', '.join(BROWSERS)})")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed (pip install -e '.[dev]')")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=binary,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def server(request, tmp_path):
+    """The server on a free port: ``$SEQ2SEQ_SERVE_CHECKPOINT`` (the quickstart's,
+    say, for the timing) or the tiny test checkpoint."""
+    checkpoint = os.environ.get("SEQ2SEQ_SERVE_CHECKPOINT")
+    if checkpoint is None:
+        checkpoint = request.getfixturevalue("tiny_checkpoint")
+    proc, port, _ = start_server(Path(checkpoint), tmp_path / "run")
+    yield port
+    proc.terminate()
+    proc.wait(timeout=60)
+
+
+def test_typing_shows_translation_heatmap_and_hover_lights_sources(
+    chromium, server, tmp_path, record_property
+):
+    port = server
+    page = chromium.new_page(viewport={"width": 1280, "height": 1000})
+    errors = []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"http://127.0.0.1:{port}/")
+    page.wait_for_selector("body[data-ready='1']")
+
+    page.click("#src")
+    page.keyboard.type(SENTENCE, delay=40)
+    # drawn for the whole sentence: answers to earlier keystrokes are dropped
+    page.wait_for_function("window.timing.drawn > window.timing.typed", timeout=20_000)
+    page.wait_for_selector("#view .heat table.att")
+    ms = page.evaluate("window.timing.drawn - window.timing.typed")
+    print(f"keystroke to heatmap: {ms:.0f} ms")  # the issue's target: <= 300 ms
+    record_property("keystroke_to_heatmap_ms", round(ms))
+    assert ms > 0
+
+    att = _post(port, "/attention", {"text": SENTENCE, "nbest": 3, "attribution": True})
+    assert page.inner_text("#translation") == att["translation"]
+    assert att["translation"] == att["nbest"][0]["text"]
+    items = page.locator("#nbest-list li")
+    assert items.count() == len(att["nbest"])
+    assert att["nbest"][0]["text"] in items.nth(0).inner_text()
+    tgt, src, w = att["tgt_tokens"], att["src_tokens"], att["weights"]
+    rows = page.locator("#view .heat tr")
+    assert rows.count() == len(tgt) + 1
+    assert page.locator("#view .heat th.src").all_inner_texts() == src
+    assert page.locator("#view .attr table.att").count() == 1  # attribution
+    assert "Spearman" in page.inner_text("#view")
+    assert page.is_visible("#attr-explain")
+
+    # a cell's weight
+    page.hover("#view .heat tr:nth-child(2) td:nth-of-type(1)")
+    assert page.inner_text("#tip") == f"{src[0]} → {tgt[0]}: {w[0][0]:.3f}"
+
+    # hover a target piece: its sources lit with its weights, the tip lists them
+    page.hover("#view .heat th.tgt[data-row='0']")
+    lit = page.locator("#view .heat th.src.lit")
+    assert lit.count() == len(src)
+    weights = [
+        float(x)
+        for x in lit.evaluate_all("els => els.map(e => e.getAttribute('data-weight'))")
+    ]
+    assert weights == pytest.approx(w[0], abs=5e-4)
+    tip = page.inner_text("#tip")
+    assert tip.startswith(f"{tgt[0]} ←"), tip
+    shot = tmp_path / "serve_page.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    target = os.environ.get("SEQ2SEQ_SERVE_SCREENSHOT")
+    if target:
+        shutil.copyfile(shot, target)
+
+    # force a reference: the heatmap's rows become its pieces
+    page.fill("#ref", REFERENCE)
+    page.wait_for_function(
+        "document.querySelector('#view h2') && "
+        "document.querySelector('#view h2').textContent.includes('reference')",
+        timeout=20_000,
+    )
+    forced = _post(port, "/attention", {"text": SENTENCE, "reference": REFERENCE})
+    heads = page.locator("#view .heat th.tgt").all_inner_texts()
+    assert heads == forced["tgt_tokens"]
+    assert page.inner_text("#translation") == REFERENCE
+
+    # an over-long text: the server's one-line message on the page, no crash
+    page.fill("#ref", "")
+    page.fill("#src", " ".join(["egg"] * 300))
+    page.wait_for_selector("#status.error", timeout=20_000)
+    assert "max_input_pieces" in page.inner_text("#status")
+    assert errors == [] or all("422" in e for e in errors), errors
