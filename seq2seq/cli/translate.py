@@ -114,7 +114,7 @@ def translate_file(cfg: DictConfig) -> list[str]:
             return translate_interactively(translator, cfg.max_input_pieces, out)
     out = translate_lines(translator, read_input(cfg.input), cfg.max_input_pieces)
     if cfg.output:
-        write_lines(Path(cfg.output), out)
+        write_lines(Path(cfg.output), out, "translations", "give another output=PATH")
     else:
         sys.stdout.write("".join(line + "\n" for line in out))
         sys.stdout.flush()

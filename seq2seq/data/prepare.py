@@ -61,6 +61,7 @@ from seq2seq.data.store import (
     write_manifest,
 )
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.disk import raise_if_refused, refusal
 
 log = logging.getLogger(__name__)
 
@@ -257,11 +258,37 @@ def _length_stats(lengths: np.ndarray) -> tuple[float, int]:
 def _build(
     folder: Path, data_cfg: Any, tokenizer_cfg: Any, source: Any, settings: dict
 ) -> None:
-    """Build the cache in a temporary folder, then rename it to ``folder``."""
+    """Build the cache in a temporary folder, then rename it to ``folder``. A write
+    the file system refuses (full, over quota, read-only), also inside ``datasets``
+    or pyarrow, removes the temporary folder and says so, naming the file."""
     start = time.perf_counter()
     for stale in folder.parent.glob(f".building-{folder.name}-*"):
         shutil.rmtree(stale, ignore_errors=True)  # a build killed before ours
     tmp = folder.parent / f".building-{folder.name}-{os.getpid()}"
+    try:
+        _build_in(tmp, folder, data_cfg, tokenizer_cfg, source, settings)
+    except Exception as err:
+        if refusal(err) is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise_if_refused(
+            err,
+            tmp,
+            "the prepared cache",
+            "set data.cache_dir=DIR to a disk with room",
+            note="the partial cache removed",
+        )
+        raise
+    log.info("prepared %s in %.1f s", folder, time.perf_counter() - start)
+
+
+def _build_in(
+    tmp: Path,
+    folder: Path,
+    data_cfg: Any,
+    tokenizer_cfg: Any,
+    source: Any,
+    settings: dict,
+) -> None:
     work = tmp / "work"
     empty, pairs = {}, {}
     for split in SPLITS:
@@ -308,7 +335,6 @@ def _build(
     if folder.exists():
         shutil.rmtree(folder)
     os.replace(tmp, folder)
-    log.info("prepared %s in %.1f s", folder, time.perf_counter() - start)
 
 
 # --- reading --------------------------------------------------------------------------
