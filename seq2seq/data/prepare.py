@@ -305,11 +305,13 @@ def _build_in(
     (tmp / "tokenizer").mkdir()
     for name, model in tokenizer.to_bytes().items():
         (tmp / "tokenizer" / f"{name}.model").write_bytes(model)
-    split_stats = {}
+    split_stats, max_ids = {}, {}
     for split in SPLITS:
         counts = _encode_split(
             tokenizer, tmp / split / "text.arrow", tmp / split, split, data_cfg.max_len
         )
+        for side in SIDES:
+            max_ids[f"{split}/{side}.ids"] = counts[f"{side}_max_id"]
         src_mean, src_p95 = _length_stats(np.load(tmp / split / "src.lengths.npy"))
         tgt_mean, tgt_p95 = _length_stats(np.load(tmp / split / "tgt.lengths.npy"))
         split_stats[split] = {
@@ -331,16 +333,32 @@ def _build_in(
         "splits": split_stats,
     }
     (tmp / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False))
-    write_manifest(tmp, {"settings": settings, "ids_dtype": dtype.name, "stats": stats})
+    content = {"settings": settings, "ids_dtype": dtype.name, "max_ids": max_ids}
+    write_manifest(tmp, {**content, "stats": stats})
     if folder.exists():
         shutil.rmtree(folder)
     os.replace(tmp, folder)
 
 
 # --- reading --------------------------------------------------------------------------
-def _open(folder: Path, manifest: dict) -> tuple[Tokenizer, dict, dict]:
+def ids_outside(manifest: dict, tokenizer: Tokenizer) -> str:
+    """Why the manifest's largest ids do not fit the tokenizer (empty when they do):
+    an id at or past a side's vocabulary size would index past the embedding."""
+    sizes = {"src": tokenizer.src_vocab_size, "tgt": tokenizer.tgt_vocab_size}
+    for name, largest in manifest.get("max_ids", {}).items():
+        size = sizes[name.rsplit("/", 1)[-1].split(".")[0]]
+        if largest >= size:
+            return f"{name} holds ids up to {largest}, the tokenizer has {size} pieces"
+    return ""
+
+
+def _open(folder: Path, manifest: dict) -> tuple[Tokenizer, dict, dict] | str:
+    """The tokenizer, splits and statistics of ``folder``, or why not."""
     models = {p.stem: p.read_bytes() for p in (folder / "tokenizer").glob("*.model")}
     tokenizer = Tokenizer.from_bytes(models)
+    outside = ids_outside(manifest, tokenizer)
+    if outside:
+        return f"{folder}: {outside}"
     splits = {}
     for split in SPLITS:
         stored = open_split(folder / split, manifest["ids_dtype"])
@@ -350,28 +368,35 @@ def _open(folder: Path, manifest: dict) -> tuple[Tokenizer, dict, dict]:
     return tokenizer, splits, manifest["stats"]
 
 
-def open_prepared(folder: Path) -> tuple[Tokenizer, dict, dict] | None:
-    """The prepared data in ``folder``, or None (with a warning when it is damaged)."""
-    manifest, why = check_store(folder)
-    if manifest is None:
-        if why:
-            log.warning("rebuilding the prepared cache: %s", why)
+def open_prepared(
+    folder: Path, verify: bool = False
+) -> tuple[Tokenizer, dict, dict] | None:
+    """The prepared data in ``folder``, or None (with a warning when it is damaged);
+    ``verify``: hash every file first."""
+    manifest, why = check_store(folder, verify)
+    opened = why if manifest is None else _open(folder, manifest)
+    if isinstance(opened, str):
+        if opened:
+            log.warning("rebuilding the prepared cache: %s", opened)
         return None
-    return _open(folder, manifest)
+    return opened
 
 
-def prepare_data(data_cfg: Any, tokenizer_cfg: Any, cache_root: Path) -> PreparedData:
-    """Read, tokenize and encode the corpus of ``data_cfg``, or map its cache."""
+def prepare_data(
+    data_cfg: Any, tokenizer_cfg: Any, cache_root: Path, verify: bool = False
+) -> PreparedData:
+    """Read, tokenize and encode the corpus of ``data_cfg``, or map its cache;
+    ``verify``: hash every file of a cache found (``seq2seq-prepare verify=true``)."""
     start = time.perf_counter()
     source = corpus_source(data_cfg)
     prints = {s: split_fingerprint(data_cfg, s, source) for s in SPLITS}
     settings = _settings(data_cfg, tokenizer_cfg)
     folder = cache_folder(cache_root, data_cfg, settings, prints)
-    opened = open_prepared(folder)
+    opened = open_prepared(folder, verify)
     hit = opened is not None
     if opened is None:
         with build_lock(folder):
-            opened = open_prepared(folder)  # another process built it meanwhile
+            opened = open_prepared(folder, verify)  # built by another meanwhile?
             if opened is None:
                 with terminal_progress_only():
                     _build(folder, data_cfg, tokenizer_cfg, source, settings)
