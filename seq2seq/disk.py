@@ -63,6 +63,11 @@ def free_space(path: str | os.PathLike) -> str:
     return f"{size_text(free)} free"
 
 
+def folder_size(folder: str | os.PathLike) -> int:
+    """The bytes of the files under ``folder`` (0 when there is none)."""
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
 def size_text(n: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -78,11 +83,14 @@ def refused_error(
     elsewhere: str,
     note: str = "",
     kind: type[UserError] = WriteRefused,
+    free: str | None = None,
 ) -> UserError:
     """``no space left on device while writing <what> <path> (<note>; 3.9 MiB free
     there): free some space, or <elsewhere>``; ``elsewhere`` is the setting that
-    writes to another disk."""
-    notes = "; ".join(x for x in (note, f"{free_space(path)} there") if x)
+    writes to another disk; ``free``: the free space measured before partial files
+    were removed (measured now when None)."""
+    free = free_space(path) if free is None else free
+    notes = "; ".join(x for x in (note, f"{free} there") if x)
     fix = elsewhere if code == errno.EROFS else f"free some space, or {elsewhere}"
     writing = " ".join(x for x in (what, str(path)) if x)
     message = f"{REFUSALS[code]} while writing {writing} ({notes}): {fix}"

@@ -61,7 +61,7 @@ from seq2seq.data.store import (
     write_manifest,
 )
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.disk import raise_if_refused, refusal
+from seq2seq.disk import folder_size, free_space, refusal, refused_error, size_text
 
 log = logging.getLogger(__name__)
 
@@ -268,16 +268,19 @@ def _build(
     try:
         _build_in(tmp, folder, data_cfg, tokenizer_cfg, source, settings)
     except Exception as err:
-        if refusal(err) is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise_if_refused(
-            err,
-            tmp,
+        cause = refusal(err)
+        if cause is None:
+            raise
+        free, used = free_space(tmp), folder_size(tmp)  # before it is removed
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise refused_error(
+            cause.errno,
+            cause.filename or tmp,
             "the prepared cache",
             "set data.cache_dir=DIR to a disk with room",
-            note="the partial cache removed",
-        )
-        raise
+            note=f"the partial cache{f' of {size_text(used)}' if used else ''} removed",
+            free=free,
+        ) from err
     log.info("prepared %s in %.1f s", folder, time.perf_counter() - start)
 
 
