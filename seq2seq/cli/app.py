@@ -198,8 +198,9 @@ def describe(err: BaseException) -> str:
     if isinstance(err, OSError) and err.errno in REFUSALS:
         if isinstance(err, UserError):  # seq2seq.disk named the write already
             return str(err)
-        return str(refused_error(err.errno, err.filename or "a file", "", _ELSEWHERE))
-    if isinstance(err, OSError) and not isinstance(err, UserError):  # EACCES
+        if err.filename:  # else there is no path to name, nor to measure
+            return str(refused_error(err.errno, err.filename, "", _ELSEWHERE))
+    if isinstance(err, OSError) and not isinstance(err, UserError):  # EACCES, unnamed
         where = f": {err.filename}" if err.filename else ""
         return f"{err.strerror or err}{where}; {_ELSEWHERE}"
     lines = _lines(err) or [type(err).__name__]
