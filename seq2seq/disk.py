@@ -88,12 +88,17 @@ def refused_error(
     """``no space left on device while writing <what> <path> (<note>; 3.9 MiB free
     there): free some space, or <elsewhere>``; ``elsewhere`` is the setting that
     writes to another disk; ``free``: the free space measured before partial files
-    were removed (measured now when None)."""
-    free = free_space(path) if free is None else free
-    notes = "; ".join(x for x in (note, f"{free} there") if x)
+    were removed (measured now when None). A read-only file system gets neither the
+    free space nor "free some space"."""
+    if code == errno.EROFS:  # no amount of space would help
+        free = ""
+    elif free is None:
+        free = free_space(path)
+    notes = "; ".join(x for x in (note, f"{free} there" if free else "") if x)
+    notes = f" ({notes})" if notes else ""
     fix = elsewhere if code == errno.EROFS else f"free some space, or {elsewhere}"
     writing = " ".join(x for x in (what, str(path)) if x)
-    message = f"{REFUSALS[code]} while writing {writing} ({notes}): {fix}"
+    message = f"{REFUSALS[code]} while writing {writing}{notes}: {fix}"
     if issubclass(kind, OSError):
         error = kind(message)
         error.errno = code
@@ -145,6 +150,16 @@ def atomic_file(
         raise_if_refused(err, path, what, elsewhere)
         raise
     _written.append(path)
+
+
+def make_folder(folder: str | os.PathLike, what: str, elsewhere: str) -> Path:
+    """``mkdir -p folder``; a refused one raised as ``WriteRefused``."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise_if_refused(err, folder, what, elsewhere)
+        raise
+    return Path(folder)
 
 
 def write_atomic(

@@ -29,19 +29,23 @@ from seq2seq.disk import REFUSALS, WriteRefused, refused_error, written
 from seq2seq.errors import UserError
 from seq2seq.model.checkpoint import CheckpointError, save_checkpoint
 from tests.full_disk import simulate_full_disk
+from tests.helpers import phrasebook_config
 
 CODES = [errno.ENOSPC, errno.EDQUOT, errno.EROFS]
 NAMES = {errno.ENOSPC: "ENOSPC", errno.EDQUOT: "EDQUOT", errno.EROFS: "EROFS"}
 
 
 def said(err: BaseException, code: int, *needles: str) -> str:
-    """One line: the reason, the free space, each needle; a user error at the
-    command boundary."""
+    """One line: the reason, the free space (on a disk that is full or over quota),
+    each needle; a user error at the command boundary."""
     text = describe(err)
     assert is_user_error(err)
     assert "\n" not in text
     assert text.startswith(REFUSALS[code]), text
-    assert " free there" in text, text
+    if code == errno.EROFS:  # no room would help: neither the space nor "free some"
+        assert "free" not in text, text
+    else:
+        assert " free there" in text and ": free some space, or " in text, text
     for needle in needles:
         assert needle in text, text
     return text
@@ -161,8 +165,10 @@ def test_a_raw_refused_write_at_the_boundary_says_where_and_how_much_is_free():
     text = said(err, errno.ENOSPC, "/tmp/some/file", "hydra.run.dir=DIR")
     assert text.count("free") == 2  # the space there, and "free some space"
     read_only = describe(OSError(errno.EROFS, "Read-only file system", "/x"))
-    assert read_only.startswith("read-only file system while writing /x")
-    assert "free some space" not in read_only
+    assert read_only == (
+        "read-only file system while writing /x: write elsewhere "
+        "(hydra.run.dir=DIR, output=PATH)"
+    )
 
 
 def test_completed_writes_are_listed(tmp_path):
@@ -177,3 +183,24 @@ def test_refused_error_is_a_user_error_and_an_oserror():
     assert isinstance(err, UserError) and isinstance(err, OSError)
     assert err.errno == errno.EDQUOT
     assert str(err).startswith("disk quota exceeded while writing hypotheses /tmp/x (")
+    assert str(err).endswith(" free there): free some space, or write elsewhere")
+
+
+def refuse_mkdir(monkeypatch, code: int) -> None:
+    """Every new folder refused, as on a full or read-only file system."""
+
+    def mkdir(self, *args, **kwargs):
+        raise OSError(code, os.strerror(code), str(self))
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+
+
+@pytest.mark.parametrize("code", CODES, ids=NAMES.get)
+def test_a_refused_folder_is_named_for_what_it_holds(tmp_path, monkeypatch, code):
+    refuse_mkdir(monkeypatch, code)
+    with pytest.raises(WriteRefused) as info:
+        write_png(attention_maps(1), tmp_path / "pictures")
+    said(info.value, code, f"pictures {tmp_path / 'pictures'}", "output=PATH")
+    with pytest.raises(WriteRefused) as info:  # the cache's lock folder, first of all
+        prepare_data(phrasebook_config(20, 5, 5), TokenizerConfig(40), tmp_path / "c")
+    said(info.value, code, "the prepared cache", "data.cache_dir=DIR")

@@ -20,7 +20,7 @@ from seq2seq.alignment.words import (
     merge_subwords,
     word_alignment_from_attention,
 )
-from seq2seq.disk import atomic_file, write_atomic
+from seq2seq.disk import atomic_file, make_folder, write_atomic
 
 ELSEWHERE = "write elsewhere (output=PATH, or hydra.run.dir=DIR)"
 
@@ -61,7 +61,7 @@ def write_png(
     items: Sequence[AttentionMap], folder: Path, prefix: str = "alignment"
 ) -> Path:
     """``<prefix>_<i>.png``: one heatmap per map, each written whole or not at all."""
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder, "pictures", ELSEWHERE)
     for i, att in enumerate(items):
         png = figure_to_png(alignment_figure(att))
         write_atomic(folder / f"{prefix}_{i}.png", png, "a picture", ELSEWHERE)
@@ -71,7 +71,7 @@ def write_png(
 def write_npy(items: Sequence[AttentionMap], folder: Path) -> Path:
     """``alignment_<i>.npy`` (and ``attribution_<i>.npy``) per map, with
     ``tokens.json`` naming each matrix's tokens (rows: target, columns: source)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder, "matrices", ELSEWHERE)
     index = []
     for i, att in enumerate(items):
         _save_npy(folder / f"alignment_{i}.npy", att.weights)

@@ -61,12 +61,20 @@ from seq2seq.data.store import (
     write_manifest,
 )
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.disk import folder_size, free_space, refusal, refused_error, size_text
+from seq2seq.disk import (
+    folder_size,
+    free_space,
+    raise_if_refused,
+    refusal,
+    refused_error,
+    size_text,
+)
 
 log = logging.getLogger(__name__)
 
 TOKENIZER_SEED = 0
 ENCODE_CHUNK = 50_000  # pairs encoded and written at a time
+CACHE_ELSEWHERE = "set data.cache_dir=DIR to a writable disk with room"
 
 
 @dataclass
@@ -277,7 +285,7 @@ def _build(
             cause.errno,
             cause.filename or tmp,
             "the prepared cache",
-            "set data.cache_dir=DIR to a disk with room",
+            CACHE_ELSEWHERE,
             note=f"the partial cache{f' of {size_text(used)}' if used else ''} removed",
             free=free,
         ) from err
@@ -398,13 +406,17 @@ def prepare_data(
     opened = open_prepared(folder, verify)
     hit = opened is not None
     if opened is None:
-        with build_lock(folder):
-            opened = open_prepared(folder, verify)  # built by another meanwhile?
-            if opened is None:
-                with terminal_progress_only():
-                    _build(folder, data_cfg, tokenizer_cfg, source, settings)
-                opened = open_prepared(folder)
-                assert opened is not None, f"{folder} was just built"
+        try:
+            with build_lock(folder):
+                opened = open_prepared(folder, verify)  # built by another meanwhile?
+                if opened is None:
+                    with terminal_progress_only():
+                        _build(folder, data_cfg, tokenizer_cfg, source, settings)
+                    opened = open_prepared(folder)
+                    assert opened is not None, f"{folder} was just built"
+        except OSError as err:  # the lock's folder or file (the build says its own)
+            raise_if_refused(err, cache_root, "the prepared cache", CACHE_ELSEWHERE)
+            raise
         log.info("prepared data cached in %s", folder)
     else:
         log.info("loaded prepared data from %s", folder)
