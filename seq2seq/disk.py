@@ -69,6 +69,7 @@ def folder_size(folder: str | os.PathLike) -> int:
 
 
 def size_text(n: float) -> str:
+    """``n`` bytes in words: ``512 bytes``, ``3.9 MiB``."""
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
