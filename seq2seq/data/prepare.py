@@ -380,15 +380,18 @@ def _open(folder: Path, manifest: dict) -> tuple[Tokenizer, dict, dict] | str:
 
 
 def open_prepared(
-    folder: Path, verify: bool = False
+    folder: Path, verify: bool = False, said: set[str] | None = None
 ) -> tuple[Tokenizer, dict, dict] | None:
-    """The prepared data in ``folder``, or None (with a warning when it is damaged);
-    ``verify``: hash every file first."""
+    """The prepared data in ``folder``, or None (with a warning when it is damaged,
+    unless the warning is in ``said``, to which it is added); ``verify``: hash every
+    file first."""
     manifest, why = check_store(folder, verify)
     opened = why if manifest is None else _open(folder, manifest)
     if isinstance(opened, str):
-        if opened:
+        said = set() if said is None else said
+        if opened and opened not in said:
             log.warning("rebuilding the prepared cache: %s", opened)
+            said.add(opened)
         return None
     return opened
 
@@ -403,12 +406,13 @@ def prepare_data(
     prints = {s: split_fingerprint(data_cfg, s, source) for s in SPLITS}
     settings = _settings(data_cfg, tokenizer_cfg)
     folder = cache_folder(cache_root, data_cfg, settings, prints)
-    opened = open_prepared(folder, verify)
+    said: set[str] = set()  # one warning, though the lock makes us look twice
+    opened = open_prepared(folder, verify, said)
     hit = opened is not None
     if opened is None:
         try:
             with build_lock(folder):
-                opened = open_prepared(folder, verify)  # built by another meanwhile?
+                opened = open_prepared(folder, verify, said)  # built meanwhile?
                 if opened is None:
                     with terminal_progress_only():
                         _build(folder, data_cfg, tokenizer_cfg, source, settings)
