@@ -360,6 +360,10 @@ class PrepareConfig(TrainConfig):
     groups are here so that ``experiment=NAME`` composes and prepares exactly the
     cache ``seq2seq-train experiment=NAME`` will read."""
 
+    # hash every file of a cache found, whatever its time (a copied or suspect
+    # cache); a file that differs is named and the cache rebuilt
+    verify: bool = False
+
 
 @dataclass
 class PhrasebookOverrides:

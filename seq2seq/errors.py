@@ -33,6 +33,11 @@ class CorpusError(UserError, ValueError):
     expected."""
 
 
+class CacheError(UserError, ValueError):
+    """Prepared data whose files are damaged (ids outside the vocabulary): names
+    the split, the pair and the file, and how to rebuild it."""
+
+
 class SplitChoiceError(CorpusError):
     """The corpus has no split, or several, that could be ``split``: the command
     boundary adds the setting that names one."""

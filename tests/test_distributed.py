@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,10 +19,10 @@ import torch.multiprocessing as mp
 
 from seq2seq.data.batching import collate
 from seq2seq.data.prepare import prepare_data
-from seq2seq.training.distributed import DistInfo
+from seq2seq.training.distributed import DistInfo, quiet_other_ranks
 from seq2seq.training.runtime import seed_everything
 from seq2seq.training.trainer import Trainer
-from tests.helpers import tiny_train_config
+from tests.helpers import TINY, tiny_train_config
 
 pytestmark = pytest.mark.slow
 
@@ -175,3 +179,65 @@ def test_two_ranks_sample_their_own_shares_and_run_as_many_steps(tmp_path):
         assert not set(shards[0]) & set(shards[1])
         assert sorted(shards[0] + shards[1]) == list(range(n))
     assert ranks[0]["0"]["src"] != ranks[0]["1"]["src"]  # a fresh cut each epoch
+
+
+def test_other_ranks_log_only_warnings_and_errors_marked_with_their_rank():
+    streams = [io.StringIO(), io.StringIO()]  # a console and a file handler
+    handlers = [logging.StreamHandler(stream) for stream in streams]
+    root = logging.getLogger()
+    for handler in handlers:
+        root.addHandler(handler)
+    log = logging.getLogger("seq2seq.training.trainer")
+    level, log.level = log.level, logging.INFO
+    try:
+        quiet_other_ranks(DistInfo(rank=0, world_size=2))  # rank 0: unchanged
+        log.info("step 2 | valid loss 1.0")
+        quiet_other_ranks(DistInfo(rank=1, world_size=2))
+        quiet_other_ranks(DistInfo(rank=1, world_size=2))  # once only
+        log.info("step 4 | valid loss 0.9")
+        log.warning("non-finite loss at step %d", 5)
+        log.error("failed")
+    finally:
+        for handler in handlers:
+            root.removeHandler(handler)
+        log.level = level
+    want = (
+        "step 2 | valid loss 1.0\n[rank 1] non-finite loss at step 5\n[rank 1] failed\n"
+    )
+    assert [stream.getvalue() for stream in streams] == [want, want]
+
+
+def test_under_torchrun_each_validation_is_logged_once(tmp_path):
+    """Two CPU ranks (gloo) through the real command: each validation once on the
+    console and once in the run's log, which ``log_lines`` counts."""
+    run = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "torchrun"),
+            "--nproc_per_node=2",
+            "--no-python",
+            str(Path(sys.executable).parent / "seq2seq-train"),
+            *TINY,
+            f"data.cache_dir={tmp_path / 'cache'}",
+            "trainer.max_steps=4",
+            "trainer.valid_every=2",
+            "evaluate_test=false",
+            f"hydra.run.dir={run}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    console = [x for x in proc.stderr.splitlines() if "| valid loss" in x]
+    logged = [
+        x for x in (run / "train.log").read_text().splitlines() if "| valid loss" in x
+    ]
+    assert len(console) == 2, proc.stderr  # steps 2 and 4, once each
+    assert len(logged) == 2
+    assert [x.split(" - ", 1)[1] for x in console] == [
+        x.split(" - ", 1)[1] for x in logged
+    ]
+    assert "[rank 1]" not in "".join(logged + console)  # nothing to warn about

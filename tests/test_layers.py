@@ -27,10 +27,11 @@ LAYERS = (
     "training",
     "cli",
 )
-# Modules beside config.py that belong to its layer: the error type every layer raises
-# and the value checks of the schemas; and the built-in phrasebook corpus, which
-# imports nothing of the pipeline that reads it.
-CONFIG_LAYER = ("errors", "config_checks", "phrasebook")
+# Modules beside config.py that belong to its layer: the error type every layer raises,
+# the writes that finish or say why not (disk), and the value checks of the schemas;
+# and the built-in phrasebook corpus, which imports nothing of the pipeline that reads
+# it.
+CONFIG_LAYER = ("errors", "disk", "config_checks", "phrasebook")
 # What the commands share: the entry and error boundary, the decoding commands' rules.
 CLI_SHARED = ("app", "checks")
 

@@ -20,6 +20,9 @@ from seq2seq.alignment.words import (
     merge_subwords,
     word_alignment_from_attention,
 )
+from seq2seq.disk import atomic_file, make_folder, write_atomic
+
+ELSEWHERE = "write elsewhere (output=PATH, or hydra.run.dir=DIR)"
 
 
 def pharaoh_line(
@@ -57,23 +60,23 @@ def json_text(items: Sequence[AttentionMap]) -> str:
 def write_png(
     items: Sequence[AttentionMap], folder: Path, prefix: str = "alignment"
 ) -> Path:
-    """``<prefix>_<i>.png``: one heatmap per map."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """``<prefix>_<i>.png``: one heatmap per map, each written whole or not at all."""
+    make_folder(folder, "pictures", ELSEWHERE)
     for i, att in enumerate(items):
         png = figure_to_png(alignment_figure(att))
-        (folder / f"{prefix}_{i}.png").write_bytes(png)
+        write_atomic(folder / f"{prefix}_{i}.png", png, "a picture", ELSEWHERE)
     return folder
 
 
 def write_npy(items: Sequence[AttentionMap], folder: Path) -> Path:
     """``alignment_<i>.npy`` (and ``attribution_<i>.npy``) per map, with
     ``tokens.json`` naming each matrix's tokens (rows: target, columns: source)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder, "matrices", ELSEWHERE)
     index = []
     for i, att in enumerate(items):
-        np.save(folder / f"alignment_{i}.npy", att.weights)
+        _save_npy(folder / f"alignment_{i}.npy", att.weights)
         if att.attribution is not None:
-            np.save(folder / f"attribution_{i}.npy", att.attribution)
+            _save_npy(folder / f"attribution_{i}.npy", att.attribution)
         index.append(
             {
                 "file": f"alignment_{i}.npy",
@@ -82,5 +85,10 @@ def write_npy(items: Sequence[AttentionMap], folder: Path) -> Path:
                 "tgt_tokens": att.tgt_tokens,
             }
         )
-    (folder / "tokens.json").write_text(json.dumps(index), encoding="utf-8")
+    write_atomic(folder / "tokens.json", json.dumps(index), "the index", ELSEWHERE)
     return folder
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    with atomic_file(path, "a matrix", ELSEWHERE, binary=True) as out:
+        np.save(out, array)

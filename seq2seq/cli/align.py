@@ -166,10 +166,13 @@ def symmetrized_lines(cfg: DictConfig, forward, reverse) -> list[str]:
 
 
 def emit(cfg: DictConfig, out_dir: Path, name: str, text: str) -> Path:
-    """Write one text file (``output=`` or ``name`` in the run directory)."""
+    """Write one text file (``output=`` or ``name`` in the run directory), whole or
+    not at all."""
+    from seq2seq.alignment.export import ELSEWHERE
+    from seq2seq.disk import write_atomic
+
     path = Path(cfg.output) if cfg.output else out_dir / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    write_atomic(path, text, "the alignments", ELSEWHERE)
     print(f"wrote {path}")
     return path
 

@@ -10,7 +10,12 @@ path, a file, a checkpoint, a corpus; Hydra's composition errors: a typo, a valu
 outside a choice; a folder that cannot be written) prints ``seq2seq-<command>: error:
 <what was wrong and how to fix it>`` to stderr and exits with status 2, without a
 traceback. ``HYDRA_FULL_ERROR=1`` shows the traceback instead. Anything else is a bug
-and keeps its traceback (exit status 1). Ctrl-C exits with 130.
+and keeps its traceback (exit status 1). Ctrl-C (SIGINT) and SIGTERM stop a command
+with one line, ``seq2seq-<command>: interrupted: nothing written`` (or the files it
+completed), and exit status 130 or 143; outputs are written whole or not at all
+(``seq2seq.disk``), so the files it names are complete and there are no others.
+(``seq2seq-train`` catches both signals itself while it trains: it finishes the
+step and saves ``last.pt``.)
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import dataclasses
 import errno
 import functools
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +45,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 from seq2seq.cli.checks import check_reverse
 from seq2seq.config import CONFIG_DIR, DecodeOptions, register_configs
 from seq2seq.config_checks import check_composed, did_you_mean
+from seq2seq.disk import REFUSALS, refused_error, written
 from seq2seq.errors import HubError, SplitChoiceError, UserError
 
 if TYPE_CHECKING:
@@ -78,7 +85,11 @@ def command(
     def main() -> None:
         nonlocal traceback
         traceback = wants_traceback()
-        with user_errors(prog, traceback), _hydra_raises():  # composition errors
+        with (
+            user_errors(prog, traceback),
+            _hydra_raises(),  # composition errors
+            _interrupted_by(signal.SIGTERM),
+        ):
             app()
 
     return main
@@ -95,13 +106,49 @@ def user_errors(prog: str, traceback: bool = False) -> Iterator[None]:
     ``traceback``: let it through, traceback and all)."""
     try:
         yield
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except KeyboardInterrupt as err:  # Ctrl-C, or an ``Interrupted`` signal
+        signum = getattr(err, "signum", signal.SIGINT)
+        sys.stderr.write(f"{prog}: interrupted: {_what_was_written()}\n")
+        sys.exit(128 + signum)
     except Exception as err:
         if traceback or not is_user_error(err):
             raise
         sys.stderr.write(f"{prog}: error: {describe(err)}\n")
         sys.exit(2)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal that stops a command as Ctrl-C does (SIGTERM: ``kill``, a job
+    scheduler's stop), so the same clean-up runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
+@contextmanager
+def _interrupted_by(signum: int) -> Iterator[None]:
+    """Raise ``Interrupted`` on ``signum`` while the command runs (the default
+    would end the process at once, without a word)."""
+    previous = signal.signal(signum, _raise_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
+
+
+def _what_was_written() -> str:
+    """``nothing written``, or the files this command completed."""
+    files = written()
+    if not files:
+        return "nothing written"
+    if len(files) <= 3:
+        return "wrote " + ", ".join(map(str, files))
+    return f"wrote {len(files)} files, the last {files[-1]}"
 
 
 @contextmanager
@@ -148,13 +195,19 @@ def describe(err: BaseException) -> str:
         )
     if isinstance(err, ConfigCompositionException):
         return _composition(err)
-    if isinstance(err, OSError) and not isinstance(err, UserError):
+    if isinstance(err, OSError) and err.errno in REFUSALS:
+        if isinstance(err, UserError):  # seq2seq.disk named the write already
+            return str(err)
+        if err.filename:  # else there is no path to name, nor to measure
+            return str(refused_error(err.errno, err.filename, "", _ELSEWHERE))
+    if isinstance(err, OSError) and not isinstance(err, UserError):  # EACCES, unnamed
         where = f": {err.filename}" if err.filename else ""
-        full = err.errno in (errno.ENOSPC, errno.EDQUOT)
-        fix = "free some space or write elsewhere" if full else "write elsewhere"
-        return f"{err.strerror or err}{where}; {fix} (hydra.run.dir=DIR, output=PATH)"
+        return f"{err.strerror or err}{where}; {_ELSEWHERE}"
     lines = _lines(err) or [type(err).__name__]
     return "; ".join(lines[:2]) + _setting_hint(err)
+
+
+_ELSEWHERE = "write elsewhere (hydra.run.dir=DIR, output=PATH)"
 
 
 def _setting_hint(err: BaseException) -> str:

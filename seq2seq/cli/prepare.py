@@ -1,4 +1,8 @@
-"""``seq2seq-prepare``: load a corpus, train/cache SentencePiece, print statistics."""
+"""``seq2seq-prepare``: load a corpus, train/cache SentencePiece, print statistics.
+
+``verify=true`` hashes every file of a cache it finds, whatever its modification
+time (a cache that was copied, or is suspect), and rebuilds it when one differs.
+"""
 
 from __future__ import annotations
 
@@ -20,10 +24,13 @@ def _prepare(cfg: DictConfig) -> None:
     from seq2seq.data.prepare import format_stats, prepare_data, resolve_cache_root
 
     start = time.perf_counter()
-    data = prepare_data(cfg.data, cfg.tokenizer, resolve_cache_root(cfg.data.cache_dir))
+    root = resolve_cache_root(cfg.data.cache_dir)
+    data = prepare_data(cfg.data, cfg.tokenizer, root, verify=cfg.verify)
     seconds = time.perf_counter() - start
     print(format_stats(data.stats))
     how = "loaded from the cache" if data.cached else "prepared and cached"
+    if data.cached and cfg.verify:
+        how = "verified (every file's SHA-256 as the manifest records) and loaded"
     print(f"{how} in {seconds:.2f} s: {data.cache_dir}")
 
 

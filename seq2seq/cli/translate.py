@@ -20,11 +20,13 @@ from omegaconf import DictConfig
 from seq2seq.cli.app import command, load_translator
 from seq2seq.cli.checks import check_decoding_overrides
 from seq2seq.config_checks import AT_LEAST_1, check_values, require_file
+from seq2seq.disk import raise_if_refused
 from seq2seq.errors import InputError
 
 log = logging.getLogger(__name__)
 
 UTF8_FIX = "convert it to UTF-8 first (e.g. iconv -f latin1 -t utf-8)"
+ELSEWHERE = "give another output=PATH"
 
 
 def check_translate(cfg: DictConfig) -> None:
@@ -109,12 +111,17 @@ def translate_file(cfg: DictConfig) -> list[str]:
     if cfg.input is None and sys.stdin.isatty():
         if not cfg.output:
             return translate_interactively(translator, cfg.max_input_pieces, sys.stdout)
-        Path(cfg.output).parent.mkdir(parents=True, exist_ok=True)
-        with open(cfg.output, "w", encoding="utf-8") as out:
-            return translate_interactively(translator, cfg.max_input_pieces, out)
+        # line by line as typed (not atomic: each line is the user's to keep)
+        try:
+            Path(cfg.output).parent.mkdir(parents=True, exist_ok=True)
+            with open(cfg.output, "w", encoding="utf-8") as out:
+                return translate_interactively(translator, cfg.max_input_pieces, out)
+        except OSError as err:
+            raise_if_refused(err, cfg.output, "translations", ELSEWHERE)
+            raise
     out = translate_lines(translator, read_input(cfg.input), cfg.max_input_pieces)
     if cfg.output:
-        write_lines(Path(cfg.output), out)
+        write_lines(Path(cfg.output), out, "translations", ELSEWHERE)
     else:
         sys.stdout.write("".join(line + "\n" for line in out))
         sys.stdout.flush()

@@ -22,10 +22,17 @@ it; after ``load_state_dict`` the next iteration skips those batches. With
 ``num_workers=0`` the loader draws one batch from the sampler per step, so the position
 is exact. ``set_epoch(e)`` starts epoch ``e`` from its beginning unless ``e`` is the
 epoch in progress.
+
+Ids: a ``VocabCheck`` (``make_loader(..., vocab=...)``) checks each batch's ids
+against the vocabulary before the batch leaves the loader: a minimum and a maximum
+over its two id tensors, microseconds a batch. An id outside would index past the
+embedding (``IndexError: index out of range in self`` on CPU, a device assert on
+CUDA); this names the split, the pair and the file instead.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,6 +44,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.errors import CacheError
 
 if TYPE_CHECKING:
     from seq2seq.data.splits import EncodedSplit
@@ -119,6 +127,57 @@ def collate(examples: Sequence[tuple[int, Sequence[int], Sequence[int]]]) -> Bat
         n_tokens=sum(tgt_len),
         tgt_rows=(tgt_out != PAD_ID).view(-1).nonzero().squeeze(1),
     )
+
+
+@dataclass(frozen=True)
+class VocabCheck:
+    """The ids a split's batches may hold: ``0 <= id < size`` on each side.
+    ``split`` names it in the error, ``src_file`` / ``tgt_file`` the ids files
+    (empty when the ids are not memory-mapped)."""
+
+    split: str
+    src_size: int
+    tgt_size: int
+    src_file: str = ""
+    tgt_file: str = ""
+
+    @classmethod
+    def of(cls, split: EncodedSplit, name: str, tokenizer: Any) -> VocabCheck:
+        """The check of ``split`` (called ``name``) under ``tokenizer``'s sizes."""
+        return cls(
+            name,
+            tokenizer.src_vocab_size,
+            tokenizer.tgt_vocab_size,
+            str(getattr(split.src_ids, "path", None) or ""),
+            str(getattr(split.tgt_ids, "path", None) or ""),
+        )
+
+    def __call__(self, batch: Batch) -> Batch:
+        sides = (
+            ("source", batch.src, self.src_size, self.src_file),
+            ("target", batch.tgt_out, self.tgt_size, self.tgt_file),
+        )
+        for side, ids, size, where in sides:
+            if ids.numel() and (int(ids.max()) >= size or int(ids.min()) < 0):
+                self._refuse(batch, side, ids, size, where)
+        return batch
+
+    def _refuse(self, batch: Batch, side: str, ids: Tensor, size: int, where: str):
+        outside = (ids >= size) | (ids < 0)  # (B, S)
+        row = int(outside.any(1).nonzero()[0, 0])
+        value = int(ids[row][outside[row]][0])
+        source = f"the ids file {where}" if where else "the split's ids"
+        raise CacheError(
+            f"{self.split} pair {int(batch.ids[row])}: {side} id {value} is outside "
+            f"the vocabulary of {size} pieces, so {source} is damaged; run "
+            "seq2seq-prepare verify=true with the same data settings to find and "
+            "rebuild it (or delete the cache folder)"
+        )
+
+
+def checked_collate(check: VocabCheck, examples: Sequence) -> Batch:
+    """``collate``, then ``check``."""
+    return check(collate(examples))
 
 
 def padded_size(
@@ -357,9 +416,11 @@ def make_loader(
     pin_memory: bool = False,
     sort_by: str = "source",
     agree: Callable[[int], int] | None = None,
+    vocab: VocabCheck | None = None,
 ) -> DataLoader:
     """A ``DataLoader`` of ``Batch``; its sampler is ``loader.batch_sampler``;
-    ``sort_by="target"`` for teacher forcing, ``"source"`` for decoding."""
+    ``sort_by="target"`` for teacher forcing, ``"source"`` for decoding; ``vocab``
+    checks each batch's ids."""
     sampler = TokenBucketSampler(
         split.src_lengths(),
         split.tgt_lengths(),
@@ -371,18 +432,24 @@ def make_loader(
         sort_by=sort_by,
         agree=agree,
     )
-    return batch_loader(Pairs(split), sampler, pin_memory, seed)
+    return batch_loader(Pairs(split), sampler, pin_memory, seed, vocab)
 
 
 def batch_loader(
-    examples: Any, sampler: TokenBucketSampler, pin_memory: bool, seed: int
+    examples: Any,
+    sampler: TokenBucketSampler,
+    pin_memory: bool,
+    seed: int,
+    vocab: VocabCheck | None = None,
 ) -> DataLoader:
     """The ``DataLoader`` of ``Batch`` over ``examples`` (``(id, src_ids, tgt_ids)``
     by index) in the batches of ``sampler``, in this process (exact resume)."""
     return DataLoader(
         examples,
         batch_sampler=sampler,
-        collate_fn=collate,
+        collate_fn=collate
+        if vocab is None
+        else functools.partial(checked_collate, vocab),
         num_workers=0,
         pin_memory=pin_memory,
         # Its own generator: creating an iterator must not draw from the global RNG,

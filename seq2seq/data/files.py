@@ -33,6 +33,7 @@ from seq2seq.data.columns import (
     named_split,
     pick_columns,
 )
+from seq2seq.disk import refusal
 from seq2seq.errors import CorpusError, SplitChoiceError
 
 _TABLE = re.compile(r"^(?P<stem>.+)\.(?P<ext>jsonl|tsv|csv)(?:\.gz)?$")
@@ -110,6 +111,8 @@ class FolderSource:
         except CorpusError:
             raise
         except Exception as err:  # the builder's message rarely names the line
+            if refusal(err) is not None:
+                raise  # a full disk under the builder's cache, not the corpus
             if diagnose(path, kind, (self.src, self.tgt)) == 0:
                 return _no_pairs(self.src, self.tgt), str(path)  # builders refuse
             raise CorpusError(f"{path}: could not be read ({err})") from err
@@ -125,6 +128,8 @@ class FolderSource:
             try:
                 ds = _load("text", path, work_dir / name, keep_linebreaks=False)
             except Exception as err:
+                if refusal(err) is not None:
+                    raise
                 if diagnose(path, "text", ()) > 0:
                     raise CorpusError(f"{path}: could not be read ({err})") from err
                 ds = Dataset.from_dict(

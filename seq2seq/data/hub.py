@@ -28,6 +28,7 @@ import datasets
 from datasets import Dataset, DatasetDict
 
 from seq2seq.data.columns import aliases_of, named_split, pick_columns
+from seq2seq.disk import refusal
 from seq2seq.errors import HubError, SplitChoiceError
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ def _load(hub_id: str, hub_config: str | None, unreachable: str | None) -> Datas
     try:
         return datasets.load_dataset(hub_id, hub_config)
     except (ConnectionError, OSError, ValueError) as err:
+        if refusal(err) is not None:
+            raise  # a full disk under the Hugging Face cache, not the hub
         if unreachable is not None:
             raise HubError(
                 f"could not load the dataset {hub_id!r}: the Hugging Face hub is "

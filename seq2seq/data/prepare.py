@@ -61,11 +61,20 @@ from seq2seq.data.store import (
     write_manifest,
 )
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.disk import (
+    folder_size,
+    free_space,
+    raise_if_refused,
+    refusal,
+    refused_error,
+    size_text,
+)
 
 log = logging.getLogger(__name__)
 
 TOKENIZER_SEED = 0
 ENCODE_CHUNK = 50_000  # pairs encoded and written at a time
+CACHE_ELSEWHERE = "set data.cache_dir=DIR to a writable disk with room"
 
 
 @dataclass
@@ -257,11 +266,40 @@ def _length_stats(lengths: np.ndarray) -> tuple[float, int]:
 def _build(
     folder: Path, data_cfg: Any, tokenizer_cfg: Any, source: Any, settings: dict
 ) -> None:
-    """Build the cache in a temporary folder, then rename it to ``folder``."""
+    """Build the cache in a temporary folder, then rename it to ``folder``. A write
+    the file system refuses (full, over quota, read-only), also inside ``datasets``
+    or pyarrow, removes the temporary folder and says so, naming the file."""
     start = time.perf_counter()
     for stale in folder.parent.glob(f".building-{folder.name}-*"):
         shutil.rmtree(stale, ignore_errors=True)  # a build killed before ours
     tmp = folder.parent / f".building-{folder.name}-{os.getpid()}"
+    try:
+        _build_in(tmp, folder, data_cfg, tokenizer_cfg, source, settings)
+    except Exception as err:
+        cause = refusal(err)
+        if cause is None:
+            raise
+        free, used = free_space(tmp), folder_size(tmp)  # before it is removed
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise refused_error(
+            cause.errno,
+            cause.filename or tmp,
+            "the prepared cache",
+            CACHE_ELSEWHERE,
+            note=f"the partial cache{f' of {size_text(used)}' if used else ''} removed",
+            free=free,
+        ) from err
+    log.info("prepared %s in %.1f s", folder, time.perf_counter() - start)
+
+
+def _build_in(
+    tmp: Path,
+    folder: Path,
+    data_cfg: Any,
+    tokenizer_cfg: Any,
+    source: Any,
+    settings: dict,
+) -> None:
     work = tmp / "work"
     empty, pairs = {}, {}
     for split in SPLITS:
@@ -278,11 +316,13 @@ def _build(
     (tmp / "tokenizer").mkdir()
     for name, model in tokenizer.to_bytes().items():
         (tmp / "tokenizer" / f"{name}.model").write_bytes(model)
-    split_stats = {}
+    split_stats, max_ids = {}, {}
     for split in SPLITS:
         counts = _encode_split(
             tokenizer, tmp / split / "text.arrow", tmp / split, split, data_cfg.max_len
         )
+        for side in SIDES:
+            max_ids[f"{split}/{side}.ids"] = counts[f"{side}_max_id"]
         src_mean, src_p95 = _length_stats(np.load(tmp / split / "src.lengths.npy"))
         tgt_mean, tgt_p95 = _length_stats(np.load(tmp / split / "tgt.lengths.npy"))
         split_stats[split] = {
@@ -304,17 +344,32 @@ def _build(
         "splits": split_stats,
     }
     (tmp / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False))
-    write_manifest(tmp, {"settings": settings, "ids_dtype": dtype.name, "stats": stats})
+    content = {"settings": settings, "ids_dtype": dtype.name, "max_ids": max_ids}
+    write_manifest(tmp, {**content, "stats": stats})
     if folder.exists():
         shutil.rmtree(folder)
     os.replace(tmp, folder)
-    log.info("prepared %s in %.1f s", folder, time.perf_counter() - start)
 
 
 # --- reading --------------------------------------------------------------------------
-def _open(folder: Path, manifest: dict) -> tuple[Tokenizer, dict, dict]:
+def ids_outside(manifest: dict, tokenizer: Tokenizer) -> str:
+    """Why the manifest's largest ids do not fit the tokenizer (empty when they do):
+    an id at or past a side's vocabulary size would index past the embedding."""
+    sizes = {"src": tokenizer.src_vocab_size, "tgt": tokenizer.tgt_vocab_size}
+    for name, largest in manifest.get("max_ids", {}).items():
+        size = sizes[name.rsplit("/", 1)[-1].split(".")[0]]
+        if largest >= size:
+            return f"{name} holds ids up to {largest}, the tokenizer has {size} pieces"
+    return ""
+
+
+def _open(folder: Path, manifest: dict) -> tuple[Tokenizer, dict, dict] | str:
+    """The tokenizer, splits and statistics of ``folder``, or why not."""
     models = {p.stem: p.read_bytes() for p in (folder / "tokenizer").glob("*.model")}
     tokenizer = Tokenizer.from_bytes(models)
+    outside = ids_outside(manifest, tokenizer)
+    if outside:
+        return f"{folder}: {outside}"
     splits = {}
     for split in SPLITS:
         stored = open_split(folder / split, manifest["ids_dtype"])
@@ -324,33 +379,48 @@ def _open(folder: Path, manifest: dict) -> tuple[Tokenizer, dict, dict]:
     return tokenizer, splits, manifest["stats"]
 
 
-def open_prepared(folder: Path) -> tuple[Tokenizer, dict, dict] | None:
-    """The prepared data in ``folder``, or None (with a warning when it is damaged)."""
-    manifest, why = check_store(folder)
-    if manifest is None:
-        if why:
-            log.warning("rebuilding the prepared cache: %s", why)
+def open_prepared(
+    folder: Path, verify: bool = False, said: set[str] | None = None
+) -> tuple[Tokenizer, dict, dict] | None:
+    """The prepared data in ``folder``, or None (with a warning when it is damaged,
+    unless the warning is in ``said``, to which it is added); ``verify``: hash every
+    file first."""
+    manifest, why = check_store(folder, verify)
+    opened = why if manifest is None else _open(folder, manifest)
+    if isinstance(opened, str):
+        said = set() if said is None else said
+        if opened and opened not in said:
+            log.warning("rebuilding the prepared cache: %s", opened)
+            said.add(opened)
         return None
-    return _open(folder, manifest)
+    return opened
 
 
-def prepare_data(data_cfg: Any, tokenizer_cfg: Any, cache_root: Path) -> PreparedData:
-    """Read, tokenize and encode the corpus of ``data_cfg``, or map its cache."""
+def prepare_data(
+    data_cfg: Any, tokenizer_cfg: Any, cache_root: Path, verify: bool = False
+) -> PreparedData:
+    """Read, tokenize and encode the corpus of ``data_cfg``, or map its cache;
+    ``verify``: hash every file of a cache found (``seq2seq-prepare verify=true``)."""
     start = time.perf_counter()
     source = corpus_source(data_cfg)
     prints = {s: split_fingerprint(data_cfg, s, source) for s in SPLITS}
     settings = _settings(data_cfg, tokenizer_cfg)
     folder = cache_folder(cache_root, data_cfg, settings, prints)
-    opened = open_prepared(folder)
+    said: set[str] = set()  # one warning, though the lock makes us look twice
+    opened = open_prepared(folder, verify, said)
     hit = opened is not None
     if opened is None:
-        with build_lock(folder):
-            opened = open_prepared(folder)  # another process built it meanwhile
-            if opened is None:
-                with terminal_progress_only():
-                    _build(folder, data_cfg, tokenizer_cfg, source, settings)
-                opened = open_prepared(folder)
-                assert opened is not None, f"{folder} was just built"
+        try:
+            with build_lock(folder):
+                opened = open_prepared(folder, verify, said)  # built meanwhile?
+                if opened is None:
+                    with terminal_progress_only():
+                        _build(folder, data_cfg, tokenizer_cfg, source, settings)
+                    opened = open_prepared(folder)
+                    assert opened is not None, f"{folder} was just built"
+        except OSError as err:  # the lock's folder or file (the build says its own)
+            raise_if_refused(err, cache_root, "the prepared cache", CACHE_ELSEWHERE)
+            raise
         log.info("prepared data cached in %s", folder)
     else:
         log.info("loaded prepared data from %s", folder)

@@ -19,6 +19,7 @@ import numpy as np
 from seq2seq.data.columns import SPLITS
 from seq2seq.data.corpus import CorpusError, read_corpus
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.disk import write_atomic
 
 
 @dataclass
@@ -118,8 +119,13 @@ def encode_corpus_split(data_cfg, tokenizer: Tokenizer, split: str) -> EncodedSp
     return encode_texts(tokenizer, ds["src"], ds["tgt"], alignment)
 
 
-def write_lines(path: Path, lines: Sequence[str]) -> Path:
-    """Write one line per item (hypotheses, say), creating the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
+def write_lines(
+    path: Path,
+    lines: Sequence[str],
+    what: str = "hypotheses",
+    elsewhere: str = "write elsewhere (hydra.run.dir=DIR)",
+) -> Path:
+    """Write one line per item (hypotheses, say), creating the folder: atomically
+    (a file that exists is complete); a refused write names ``what`` and the
+    setting that writes ``elsewhere``."""
+    return write_atomic(path, "".join(line + "\n" for line in lines), what, elsewhere)

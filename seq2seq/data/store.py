@@ -2,8 +2,9 @@
 
 One folder per prepared corpus, written once and then only read::
 
-    manifest.json          format version, settings, statistics, and per file its
-                           size, SHA-256 and modification time (written last)
+    manifest.json          format version, settings, statistics, each ids file's
+                           largest id, and per file its size, SHA-256 and
+                           modification time (written last)
     tokenizer/joint.model  (or src.model + tgt.model)
     <split>/src.ids        every source piece id of the split, back to back
                            (uint16 when the vocabulary fits, else int32)
@@ -23,8 +24,19 @@ holds no Python object per training sentence.
 A folder is built under another name and renamed into place when complete, so a
 process killed while building leaves nothing that looks prepared. Reading checks
 the manifest: a file whose size or modification time differ from the manifest's is
-hashed, and a folder whose hash differs is reported as damaged (``open_store``
-returns None with the reason, and the caller rebuilds it).
+hashed, and a folder whose hash differs is reported as damaged (``check_store``
+returns None with the reason, and the caller rebuilds it). ``verify=True`` hashes
+every file whatever its time, for a copied or suspect cache.
+
+What the fast path trusts: a file of the recorded size and modification time is
+taken as written, unread, so that mapping a cache of millions of pairs costs a few
+``stat`` calls instead of reading gigabytes. Bytes changed without either (a copy
+that keeps times from a damaged source, a disk's silent error) are not seen here;
+the largest id of each ids file is kept in the manifest and checked against the
+tokenizer when the cache is opened, and every batch is checked against the
+vocabulary before it reaches the embedding (``batching.VocabCheck``), so damage
+that leaves the vocabulary ends in an error naming the split and pair, and
+``seq2seq-prepare verify=true`` finds damage that stays inside it.
 """
 
 from __future__ import annotations
@@ -45,7 +57,7 @@ import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: the largest id of each ids file
 MANIFEST = "manifest.json"
 SIDES = ("src", "tgt")
 
@@ -61,11 +73,18 @@ class Pieces(Sequence[list[int]]):
     """The piece ids of one side of a split, pair by pair, from memory-mapped arrays.
 
     ``pieces[i]`` is a list of ints, as a tokenizer returns it; ``lengths`` is the
-    array batch planning reads.
+    array batch planning reads; ``path`` the ids file, for messages.
     """
 
-    def __init__(self, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray):
+    def __init__(
+        self,
+        ids: np.ndarray,
+        offsets: np.ndarray,
+        lengths: np.ndarray,
+        path: Path | None = None,
+    ):
         self.ids, self.offsets, self.lengths = ids, offsets, lengths
+        self.path = path
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -118,6 +137,7 @@ class SplitWriter:
         # closed by close(), which the builder always reaches or abandons the folder
         self.handles = {side: open(folder / f"{side}.ids", "wb") for side in SIDES}  # noqa: SIM115
         self.lengths: dict[str, list[np.ndarray]] = {side: [] for side in SIDES}
+        self.max_id = dict.fromkeys(SIDES, -1)  # -1: no ids
         self.rows: list[np.ndarray] = []
 
     def add(self, ids: dict[str, list[list[int]]], rows: np.ndarray) -> None:
@@ -129,10 +149,13 @@ class SplitWriter:
             )
             self.handles[side].write(flat.tobytes())
             self.lengths[side].append(lengths)
+            if flat.size:
+                self.max_id[side] = max(self.max_id[side], int(flat.max()))
         self.rows.append(np.asarray(rows, dtype=np.int64))
 
     def close(self) -> dict[str, int]:
-        """Write the indices; returns the pair and piece counts."""
+        """Write the indices; returns the pair and piece counts and each side's
+        largest id (``src_max_id``, -1 for none)."""
         counts = {"pairs": int(sum(map(len, self.rows)))}
         for side in SIDES:
             self.handles[side].close()
@@ -142,6 +165,7 @@ class SplitWriter:
             np.save(self.folder / f"{side}.lengths.npy", lengths)
             np.save(self.folder / f"{side}.offsets.npy", offsets)
             counts[f"{side}_pieces"] = int(offsets[-1])
+            counts[f"{side}_max_id"] = self.max_id[side]
         np.save(self.folder / "rows.npy", _concat(self.rows, np.int64))
         return counts
 
@@ -250,9 +274,12 @@ def write_manifest(folder: Path, content: dict[str, Any]) -> None:
     os.replace(tmp, folder / MANIFEST)
 
 
-def check_store(folder: Path) -> tuple[dict[str, Any] | None, str]:
+def check_store(
+    folder: Path, verify: bool = False
+) -> tuple[dict[str, Any] | None, str]:
     """The manifest of a complete, intact folder, or None and why not (empty when
-    there is no folder at all)."""
+    there is no folder at all). A file is hashed when its size or time moved, or
+    every file with ``verify``."""
     path = folder / MANIFEST
     if not path.is_file():
         return None, f"{folder} has no manifest" if folder.exists() else ""
@@ -261,7 +288,10 @@ def check_store(folder: Path) -> tuple[dict[str, Any] | None, str]:
     except (OSError, ValueError) as err:
         return None, f"{path} is unreadable ({err})"
     if manifest.get("format") != FORMAT_VERSION:
-        return None, f"{path}: format {manifest.get('format')}, not {FORMAT_VERSION}"
+        return None, (
+            f"{path}: format {manifest.get('format')}, not {FORMAT_VERSION} (format 3 "
+            "records each ids file's largest id, checked against the tokenizer)"
+        )
     for name, want in manifest.get("files", {}).items():
         file = folder / name
         if not file.is_file():
@@ -269,7 +299,8 @@ def check_store(folder: Path) -> tuple[dict[str, Any] | None, str]:
         stat = file.stat()
         if stat.st_size != want["size"]:
             return None, f"{file} has {stat.st_size} bytes, the manifest {want['size']}"
-        if stat.st_mtime_ns != want["mtime_ns"] and _digest(file) != want["sha256"]:
+        moved = verify or stat.st_mtime_ns != want["mtime_ns"]
+        if moved and _digest(file) != want["sha256"]:
             return None, f"{file} differs from the file the manifest recorded"
     return manifest, ""
 
@@ -308,7 +339,7 @@ def open_split(folder: Path, dtype: str) -> StoredSplit:
             if ids_path.stat().st_size
             else np.zeros(0, dtype=dtype)
         )
-        pieces[side] = Pieces(ids, offsets, lengths)
+        pieces[side] = Pieces(ids, offsets, lengths, ids_path)
     rows = map_array(folder / "rows.npy", np.int64, header=True)
     path = folder / "text.arrow"
     table = functools.cache(lambda: map_table(path))

@@ -23,7 +23,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.config import DecodeConfig, DecodeOptions, TrainConfig
-from seq2seq.data.batching import make_loader
+from seq2seq.data.batching import VocabCheck, make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.data.tokenizer import PAD_ID, Tokenizer
 from seq2seq.decoding.ensemble import Ensemble
@@ -179,7 +179,9 @@ class Translator:
         # one step for the whole run: built from the weights as they are now
         step = run_step(self.model, self.decode, self.device)
         out: list[list[Hypothesis] | None] = [None] * len(split)
-        loader = make_loader(split, self.batch_tokens, shuffle=False, seed=0)
+        loader = make_loader(
+            split, self.batch_tokens, shuffle=False, seed=0, vocab=self._vocab(split)
+        )
         for batch in loader:
             ids = batch.ids.tolist()  # from the host's copy: no wait for the device
             batch = batch.to(self.device, non_blocking=True)
@@ -188,6 +190,13 @@ class Translator:
             for index, nbest in zip(ids, nbests, strict=True):
                 out[index] = nbest
         return out  # type: ignore[return-value]
+
+    def _vocab(self, split: EncodedSplit) -> VocabCheck | None:
+        """Ids outside the vocabulary end in an error naming the pair (unchecked
+        with a stand-in tokenizer that does not give its sizes)."""
+        if not hasattr(self.tokenizer, "src_vocab_size"):
+            return None
+        return VocabCheck.of(split, "the decoded split's", self.tokenizer)
 
     def hypotheses(self, split: EncodedSplit) -> list[Hypothesis]:
         """The best hypothesis for every pair of ``split``, in the split's order."""
@@ -200,7 +209,12 @@ class Translator:
         self.model.eval()
         total, tokens = torch.zeros((), device=self.device), 0
         loader = make_loader(
-            split, self.batch_tokens, shuffle=False, seed=0, sort_by="target"
+            split,
+            self.batch_tokens,
+            shuffle=False,
+            seed=0,
+            sort_by="target",
+            vocab=self._vocab(split),
         )
         for batch in loader:
             batch = batch.to(self.device, non_blocking=True)
@@ -224,7 +238,9 @@ class Translator:
         its EOS), in the split's order; one batched pass, padding cut off."""
         self.model.eval()
         out: list[ForcedAttention | None] = [None] * len(split)
-        loader = make_loader(split, self.batch_tokens, shuffle=False, seed=0)
+        loader = make_loader(
+            split, self.batch_tokens, shuffle=False, seed=0, vocab=self._vocab(split)
+        )
         for batch in loader:
             # lengths and ids from the host's copy: no wait for the device
             tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from seq2seq.disk import raise_if_refused, refusal, refused_error
 from seq2seq.errors import UserError
 from seq2seq.model.pickles import check_weights_only_safe, unsafe_globals
 
@@ -51,7 +52,8 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
     The file is written to a temporary file in the same folder, flushed and fsynced,
     then renamed over ``path`` and the folder is fsynced: a crash at any point leaves
     either the previous checkpoint or the new one, never a partial file, and a full
-    disk raises ``CheckpointError`` saying so (the temporary file removed). ``format``,
+    disk (or a quota, or a read-only file system) raises ``CheckpointError`` saying
+    so, with the free space there (the temporary file removed). ``format``,
     ``format_version`` and ``versions`` are filled in when ``state`` lacks them.
     """
     path = Path(path)
@@ -61,10 +63,15 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
     state.setdefault("format_version", FORMAT_VERSION)
     state.setdefault("versions", library_versions())
     check_weights_only_safe(state)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
-    )
+    kept = "the previous one is unchanged" if path.exists() else "none written"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+        )
+    except OSError as err:
+        _raise_if_refused(err, path, kept)
+        raise
     try:
         with os.fdopen(fd, "wb") as handle:
             torch.save(state, handle)
@@ -72,33 +79,34 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
     except BaseException as err:
-        full = isinstance(err, Exception) and _disk_full(err, path.parent)
+        full = isinstance(err, Exception) and _torch_full(err, path.parent)
         Path(tmp_name).unlink(missing_ok=True)
         if full:
-            kept = "the previous one is unchanged" if path.exists() else "none written"
-            raise CheckpointError(
-                f"no space left on device while writing checkpoint {path} ({kept}): "
-                "free some space, or write elsewhere (hydra.run.dir=DIR; "
-                "seq2seq-average -o PATH)"
+            raise refused_error(
+                errno.ENOSPC, path, *_WHAT, kept, CheckpointError
             ) from err
+        if isinstance(err, Exception):
+            _raise_if_refused(err, path, kept)
         raise
     _fsync_dir(path.parent)
     log.debug("saved checkpoint %s", path)
     return path
 
 
-def _disk_full(err: BaseException, folder: Path) -> bool:
-    """Whether a failed write failed for want of space. torch reports it as
-    ``RuntimeError: [enforce fail at inline_container.cc:...] unexpected pos``, with
-    the ``OSError`` (ENOSPC) of the file's write as its context; without that, an
-    "unexpected pos" on an all but full file system (checked before the temporary
-    file is removed) means the same."""
-    seen: BaseException | None = err
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    if "unexpected pos" not in str(err):
+_WHAT = ("checkpoint", "write elsewhere (hydra.run.dir=DIR; seq2seq-average -o PATH)")
+
+
+def _raise_if_refused(err: BaseException, path: Path, kept: str) -> None:
+    raise_if_refused(err, path, *_WHAT, note=kept, kind=CheckpointError)
+
+
+def _torch_full(err: BaseException, folder: Path) -> bool:
+    """torch reports a failed write as ``RuntimeError: [enforce fail at
+    inline_container.cc:...] unexpected pos``, usually with the ``OSError`` of the
+    write as its context (which ``refusal`` finds); without it, an "unexpected pos"
+    on an all but full file system (checked before the temporary file is removed)
+    means a full disk too."""
+    if refusal(err) is not None or "unexpected pos" not in str(err):
         return False
     try:
         return shutil.disk_usage(folder).free < _NEARLY_FULL

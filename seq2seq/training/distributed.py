@@ -5,6 +5,12 @@
 group (NCCL on CUDA, gloo on CPU). Every rank maps the same prepared cache, plans the
 batches of its own share of each epoch and trains on them; rank 0 alone logs and
 saves.
+
+One log per run: every rank runs the same code, so without a filter each validation
+and progress line would be logged once per rank, on the console and in the run's
+``train.log`` alike. ``quiet_other_ranks`` puts a ``RankFilter`` on the root
+logger's handlers (Hydra's console and file handlers) of every rank but 0: their
+INFO lines are dropped, their warnings and errors still show, marked ``[rank N]``.
 """
 
 from __future__ import annotations
@@ -49,8 +55,36 @@ def init_distributed(device_type: str) -> DistInfo:
         if device_type == "cuda":
             torch.cuda.set_device(info.local_rank)
         dist.init_process_group(backend=backend)
+    quiet_other_ranks(info)
     log.info("rank %d of %d joined the process group", info.rank, info.world_size)
     return info
+
+
+class RankFilter(logging.Filter):
+    """A handler filter of a rank other than 0: warnings and errors only, each
+    marked with the rank (once, though the record passes several handlers)."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return False
+        if not getattr(record, "rank_marked", False):
+            record.msg = f"[rank {self.rank}] {record.msg}"
+            record.rank_marked = True
+        return True
+
+
+def quiet_other_ranks(info: DistInfo) -> None:
+    """On ranks other than 0, filter the root logger's handlers (``RankFilter``);
+    rank 0 and a single process log as they are."""
+    if info.is_main:
+        return
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RankFilter) for f in handler.filters):
+            handler.addFilter(RankFilter(info.rank))
 
 
 def all_reduce_sum(value: float | int, device: torch.device) -> float:

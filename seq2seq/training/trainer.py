@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 from seq2seq.alignment.guided import GoldAttention, SampledGoldAttention
 from seq2seq.config import Metric, NonFinite
 from seq2seq.config_checks import check_trainer
-from seq2seq.data.batching import Batch, make_loader
+from seq2seq.data.batching import Batch, VocabCheck, make_loader
 from seq2seq.data.prepare import PreparedData
 from seq2seq.data.sampling import (
     SampledExamples,
@@ -153,7 +153,10 @@ class Trainer:
         train = self.data.splits["train"]
         if sampling is None:
             # sorted by target: target padding runs through the step loop
-            return make_loader(train, shuffle=True, sort_by="target", **common)
+            vocab = VocabCheck.of(train, "train", self.data.tokenizer)
+            return make_loader(
+                train, shuffle=True, sort_by="target", vocab=vocab, **common
+            )
         log.info("subword sampling: %s", sampling)
         return make_sampled_loader(train, self.data.tokenizer, sampling, **common)
 
