@@ -42,11 +42,12 @@ def attend(
 ) -> tuple[Tensor, Tensor | None]:
     """q, k, v ``(B, H, S, dₕ)``, mask ``(B, S)`` bool (True: a real key) →
     context ``(B, H, S, dₕ)`` and, with ``need_weights``, the weights
-    ``softmax(QKᵀ/√dₕ + M)`` ``(B, H, S, S)`` (rows: queries; float32)."""
+    ``softmax(QKᵀ/√dₕ + M)`` ``(B, H, S, S)`` (rows: queries; float32 at least)."""
     keys = mask[:, None, None, :]  # (B, 1, 1, S)
     if not need_weights:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=keys), None
-    scores = q.float() @ k.float().transpose(-2, -1) / math.sqrt(q.size(-1))
+    wide = torch.promote_types(q.dtype, torch.float32)  # bf16 → fp32; fp64 stays
+    scores = q.to(wide) @ k.to(wide).transpose(-2, -1) / math.sqrt(q.size(-1))
     weights = scores.masked_fill(~keys, float("-inf")).softmax(dim=-1)  # (B,H,S,S)
     return (weights.to(v.dtype) @ v), weights
 

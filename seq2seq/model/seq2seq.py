@@ -167,12 +167,19 @@ def build_self_attention(
     cfg: ModelConfig, encoder: BiGRUEncoder
 ) -> SelfAttentionStack | None:
     """``model.encoder.self_attention``'s blocks, or None for 0 layers. The
-    feed-forward size defaults to 4 × the state size, the Transformer's ratio."""
+    feed-forward size defaults to 4 × the state size, the Transformer's ratio
+    (Vaswani et al.: 512 → 2048), which RNMT+'s cascaded encoder kept."""
     sa = cfg.encoder.self_attention
     if sa.layers == 0:
         return None
     size = encoder.output_size
-    return SelfAttentionStack(size, sa.layers, sa.heads, sa.ffn or 4 * size, sa.dropout)
+    # nn.Linear draws its default weights as it is made; init_weights redraws them
+    # all, so the construction's draws are kept off the global generator: at one
+    # seed every other parameter is drawn as in the model without blocks
+    with torch.random.fork_rng(devices=[]):
+        return SelfAttentionStack(
+            size, sa.layers, sa.heads, sa.ffn or 4 * size, sa.dropout
+        )
 
 
 def build_model(
