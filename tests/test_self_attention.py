@@ -354,7 +354,7 @@ def test_seq2seq_align_draws_a_chosen_layer_and_head(trained):
     weights = np.array(record["weights"])
     assert weights.shape == (len(record["src_tokens"]),) * 2
     np.testing.assert_allclose(weights.sum(1), 1.0, atol=1e-5)
-    assert "layer 0, head 1" in record["title"]
+    assert "layer=0 head=1" in record["title"]
     bad = run_script(
         out.parent,
         "seq2seq-align",

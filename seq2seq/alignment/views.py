@@ -24,13 +24,15 @@ def self_view(att: AttentionMap, layer: int, head: int | None = None) -> Attenti
     if att.self_attention is None:
         raise ValueError("this map has no self-attention (a model without blocks)")
     per_head = np.asarray(att.self_attention[layer])  # (heads, S, S)
-    which = "all heads" if head is None else f"head {head}"
+    # the settings' spelling (counted from 0, as layer= and head= are); the panels
+    # of all heads are numbered from 1, as everywhere else
+    which = "all heads" if head is None else f"head={head}"
     return AttentionMap(
         src_tokens=list(att.src_tokens),
         tgt_tokens=list(att.src_tokens),
         weights=per_head.mean(axis=0) if head is None else per_head[head],
         heads=per_head if head is None else None,
-        title=f"{att.title} · self-attention layer {layer}, {which}".lstrip(" ·"),
+        title=f"{att.title} · self-attention layer={layer} {which}".lstrip(" ·"),
     )
 
 
@@ -46,5 +48,5 @@ def cross_view(att: AttentionMap, head: int | None = None) -> AttentionMap:
         heads=None,
         attribution=None,
         spearman=None,
-        title=f"{att.title} · cross-attention head {head}".lstrip(" ·"),
+        title=f"{att.title} · cross-attention head={head}".lstrip(" ·"),
     )
