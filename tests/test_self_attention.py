@@ -366,3 +366,26 @@ def test_seq2seq_align_draws_a_chosen_layer_and_head(trained):
     assert bad.returncode == 2
     assert "head=7 is out of range" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_guided_alignment_trains_the_blocks_too(tmp_path):
+    """The guided loss reads the cross-attention over the blocks' memory; a short
+    run with it trains the blocks to finite, moved weights."""
+    cfg = tiny_train_config(
+        tmp_path / "cache",
+        "model.encoder.self_attention.layers=1",
+        "trainer.guided_alignment=1.0",
+        "trainer.max_steps=2",
+        "trainer.valid_every=100",
+        "evaluate_test=false",
+    )
+    trainer = build_trainer(cfg, tmp_path / "run")
+    before = {
+        k: v.clone()
+        for k, v in trainer.model.state_dict().items()
+        if k.startswith("self_attention")
+    }
+    trainer.fit()
+    after = trainer.model.state_dict()
+    assert all(torch.isfinite(after[k]).all() for k in before)
+    assert any(not torch.equal(after[k], v) for k, v in before.items())
