@@ -82,6 +82,9 @@ NonFinite = choice("NonFinite", "skip", "stop")
 # torch.compile's mode for the step loop (trainer.compile): default, or
 # reduce-overhead (CUDA graphs on CUDA), spelled as torch spells them.
 CompileMode = choice("CompileMode", "default", "reduce-overhead")
+# Which attention seq2seq-align shows: the decoder's over the source, or the
+# encoder's self-attention (model.encoder.self_attention.layers > 0).
+AttentionView = choice("AttentionView", "cross", "self")
 AlignFormat = choice("AlignFormat", "png", "html", "terminal", "pharaoh", "json", "npy")
 # How two directions' word alignments combine (alignment/symmetrize.py): three rules
 # over their links, or `geometric` over their attention.
@@ -194,12 +197,26 @@ class AttentionConfig:
 
 
 @dataclass
+class SelfAttentionConfig:
+    """Transformer blocks over the bi-GRU's states (model/self_attention.py; RNMT+'s
+    cascaded encoder). 0 layers: none, the plain bi-GRU encoder."""
+
+    layers: int = 0
+    heads: int = 4  # must divide the encoder's output size, 2 * encoder.hidden_size
+    # inner size of the position-wise feed-forward layer; None: 4 * 2 * hidden_size,
+    # the Transformer's ratio (d_ff = 4 d_model)
+    ffn: int | None = None
+    dropout: float = 0.1  # on each block's sublayer outputs (residual dropout)
+
+
+@dataclass
 class EncoderConfig:
     hidden_size: int = 256  # per direction
     layers: int = 2
     dropout: float = 0.2  # between GRU layers
     # GRU transitions per time step and layer (Nematus' deep transition); 1: plain GRU
     transition_depth: int = 1
+    self_attention: SelfAttentionConfig = field(default_factory=SelfAttentionConfig)
 
 
 @dataclass
@@ -503,6 +520,11 @@ class AlignConfig(DecodeOptions):
     # with reverse_checkpoint: lexicon, floor and add of the two-way readout
     two_way: TwoWayReadout = field(default_factory=TwoWayReadout)
     attribution: bool = False  # add gradient × input and its Spearman correlation
+    # cross: the decoder's attention over the source; self: the encoder's
+    # self-attention (source on both axes), of layer `layer` (None: the last)
+    view: AttentionView = AttentionView.cross
+    layer: int | None = None  # view=self: the block, from 0
+    head: int | None = None  # one head, from 0 (None: all heads and their mean)
     output: str | None = None  # file or folder; default under the run directory
     device: str = "cpu"  # DecodeOptions' field, another default: one sentence runs fast
 

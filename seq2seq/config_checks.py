@@ -189,6 +189,7 @@ def check_model(cfg: Any, prefix: str = "model.") -> None:
             f"{str(dec.input_feeding).lower()}, {prefix}decoder.layers={dec.layers}, "
             f"{prefix}attention.type={kind}",
         )
+    check_self_attention(cfg.encoder, f"{prefix}encoder.")
     normalizer = Normalizer(cfg.attention.normalizer)
     require(
         kind != AttentionType.none or normalizer == Normalizer.softmax,
@@ -210,6 +211,20 @@ def check_model(cfg: Any, prefix: str = "model.") -> None:
             f"{prefix}attention.heads={heads} must divide the attention size {dim} "
             f"({prefix}attention.dim, by default {prefix}decoder.hidden_size)",
         )
+
+
+def check_self_attention(cfg: Any, prefix: str = "model.encoder.") -> None:
+    """The Transformer blocks over the encoder's states."""
+    sa = cfg.self_attention
+    key = f"{prefix}self_attention."
+    check_values(sa, key, {"layers": NON_NEGATIVE, "heads": AT_LEAST_1})
+    check_values(sa, key, {"ffn": POSITIVE, "dropout": RATE})
+    size = 2 * cfg.hidden_size
+    require(
+        size % sa.heads == 0,
+        f"{key}heads={sa.heads} does not divide the encoder's output size {size} "
+        f"(2 * {prefix}hidden_size); choose a divisor of {size}",
+    )
 
 
 def check_optim(cfg: Any, prefix: str = "optim.") -> None:

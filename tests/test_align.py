@@ -21,7 +21,7 @@ from tests.helpers import TINY, page_records, run_script
 class DiagonalModel(torch.nn.Module):
     """Attends from target step t to source position t (clipped); no parameters."""
 
-    def forward(self, src, src_lengths, src_mask, tgt_in):
+    def forward(self, src, src_lengths, src_mask, tgt_in, self_weights=False):
         b, s = src.shape
         t = tgt_in.size(1)
         att = torch.zeros(b, t, s)

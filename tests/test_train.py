@@ -92,6 +92,13 @@ def test_resumed_run_with_a_weight_average_continues_exactly(tmp_path):
     assert full.ema.updates == 14
 
 
+def test_resumed_run_with_self_attention_blocks_continues_exactly(tmp_path):
+    full = _resume_matches_uninterrupted(
+        tmp_path, "model.encoder.self_attention.layers=1"
+    )
+    assert full.model.self_attention is not None
+
+
 def test_without_sampling_the_trainer_batches_the_cached_pieces(tmp_path):
     """``tokenizer.sampling_alpha=0``: the loader of before subword sampling."""
     trainer = _trainer(tmp_path, "run", "tokenizer.sampling_alpha=0")

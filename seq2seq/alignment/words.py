@@ -153,14 +153,20 @@ def merge_subwords(
 
 def merged(att: AttentionMap) -> AttentionMap:
     """The same map over words: pieces merged (``merge_subwords``) in the weights, the
-    heads and the attribution alike."""
+    heads, the attribution and the self-attention (source on both axes) alike."""
 
     def merge(matrix):
         return merge_subwords(matrix, att.src_tokens, att.tgt_tokens)[0]
 
+    def merge_self(matrix):  # source on both axes
+        return merge_subwords(matrix, att.src_tokens, att.src_tokens)[0]
+
     weights, src, tgt = merge_subwords(att.weights, att.src_tokens, att.tgt_tokens)
     heads = None if att.heads is None else np.stack([merge(h) for h in att.heads])
     attr = None if att.attribution is None else merge(att.attribution)
+    selfs = att.self_attention
+    if selfs is not None:
+        selfs = np.stack([np.stack([merge_self(h) for h in lay]) for lay in selfs])
     return replace(
         att,
         src_tokens=src,
@@ -168,4 +174,5 @@ def merged(att: AttentionMap) -> AttentionMap:
         weights=weights,
         heads=heads,
         attribution=attr,
+        self_attention=selfs,
     )

@@ -24,8 +24,14 @@ from seq2seq.cli.checks import (
     check_reverse_file,
     checkpoint_paths,
 )
-from seq2seq.config import AlignFormat
-from seq2seq.config_checks import FRACTION, check_values, require, show
+from seq2seq.config import AlignFormat, AttentionType, AttentionView
+from seq2seq.config_checks import (
+    FRACTION,
+    NON_NEGATIVE,
+    check_values,
+    require,
+    show,
+)
 from seq2seq.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -65,6 +71,64 @@ def check_align(cfg: DictConfig) -> None:
     require(not negative, f"index={list(cfg.index or [])}: indices count from 0")
     check_reverse_file(cfg)
     _check_two_way_output(cfg)
+    _check_view(cfg)
+
+
+def _check_view(cfg: DictConfig) -> None:
+    """What ``view``, ``layer`` and ``head`` can show, before any model is read."""
+    check_values(cfg, "", {"layer": NON_NEGATIVE, "head": NON_NEGATIVE})
+    if AttentionView(cfg.view) == AttentionView.cross:
+        require(
+            cfg.layer is None,
+            f"layer={cfg.layer} picks a self-attention block: give view=self too",
+        )
+        return
+    require(
+        AlignFormat(cfg.format) != AlignFormat.pharaoh,
+        "view=self maps the source onto itself; format=pharaoh writes links between "
+        "source and target: drop one",
+    )
+    require(
+        not cfg.attribution,
+        "attribution=true compares the cross-attention with gradient x input; there "
+        "is none for a self-attention head: drop one (or view=cross)",
+    )
+    require(
+        len(checkpoint_paths(cfg.checkpoint)) == 1,
+        "view=self shows one model's self-attention: give one checkpoint, not an "
+        "ensemble",
+    )
+
+
+def check_model_view(cfg: DictConfig, model_cfg: DictConfig) -> None:
+    """``view``, ``layer`` and ``head`` against the checkpoint's model (its
+    ``model`` config): blocks to show, and indices inside them."""
+    sa = model_cfg.encoder.self_attention
+    if AttentionView(cfg.view) == AttentionView.self:
+        require(
+            sa.layers > 0,
+            "view=self: this checkpoint has no self-attention "
+            "(model.encoder.self_attention.layers=0); use view=cross",
+        )
+        _in_range("layer", cfg.layer, sa.layers, "model.encoder.self_attention.layers")
+        _in_range("head", cfg.head, sa.heads, "model.encoder.self_attention.heads")
+    elif cfg.head is not None:
+        multi = AttentionType(model_cfg.attention.type) == AttentionType.multihead
+        require(
+            multi,
+            f"head={cfg.head}: this checkpoint's cross-attention "
+            f"(model.attention.type={model_cfg.attention.type}) has one head; "
+            "drop head= or give view=self",
+        )
+        _in_range("head", cfg.head, model_cfg.attention.heads, "model.attention.heads")
+
+
+def _in_range(key: str, value: int | None, n: int, setting: str) -> None:
+    require(
+        value is None or value < n,
+        f"{key}={value} is out of range: the checkpoint has {setting}={n}, so "
+        f"{key} takes 0 to {n - 1}",
+    )
 
 
 def _check_two_way_output(cfg: DictConfig) -> None:
@@ -190,6 +254,7 @@ def run_align(cfg: DictConfig, out_dir: Path) -> Path | None:
     if reverse is not None:  # check_align: format=pharaoh words=true
         lines = symmetrized_lines(cfg, translator, reverse)
         return emit(cfg, out_dir, "alignments.txt", "".join(x + "\n" for x in lines))
+    check_model_view(cfg, translator.config.model)
     items = collect(cfg, translator)
     print(CAVEAT)
     for att in items:
@@ -199,6 +264,9 @@ def run_align(cfg: DictConfig, out_dir: Path) -> Path | None:
     fmt = AlignFormat(cfg.format)
     if cfg.merge_subwords and not (fmt == AlignFormat.pharaoh and cfg.words):
         items = [merged(a) for a in items]  # words=true regroups the pieces itself
+    if fmt == AlignFormat.html:  # the page holds every view and switches itself
+        return emit(cfg, out_dir, "alignments.html", alignment_html(items))
+    items = [view_of(cfg, att) for att in items]
     if fmt == AlignFormat.pharaoh:
         lines = [
             export.pharaoh_line(a, cfg.words, cfg.shifted, cfg.threshold) for a in items
@@ -214,8 +282,6 @@ def run_align(cfg: DictConfig, out_dir: Path) -> Path | None:
                     alignment_terminal(att.attribution, att.src_tokens, att.tgt_tokens)
                 )
         return None
-    if fmt == AlignFormat.html:
-        return emit(cfg, out_dir, "alignments.html", alignment_html(items))
     if fmt == AlignFormat.json:
         return emit(cfg, out_dir, "alignments.json", export.json_text(items))
     folder = Path(cfg.output) if cfg.output else out_dir / "alignments"
@@ -223,6 +289,17 @@ def run_align(cfg: DictConfig, out_dir: Path) -> Path | None:
     write(items, folder)
     print(f"wrote {len(items)} {fmt} file(s) to {folder}")
     return folder
+
+
+def view_of(cfg: DictConfig, att):
+    """The map ``view``, ``layer`` and ``head`` ask for (``alignment/views.py``);
+    ``layer`` None is the last block, the one the decoder reads."""
+    from seq2seq.alignment.views import cross_view, self_view
+
+    if AttentionView(cfg.view) == AttentionView.cross:
+        return cross_view(att, cfg.head)
+    layer = len(att.self_attention) - 1 if cfg.layer is None else cfg.layer
+    return self_view(att, layer, cfg.head)
 
 
 def _align(cfg: DictConfig) -> None:

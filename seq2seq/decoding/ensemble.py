@@ -99,13 +99,22 @@ class Ensemble(nn.Module):
         the new states, the mean attention ``(B, S)``."""
         return mixed_step([m.step for m in self.members])(prev_tokens, state)
 
-    def forward(self, *batch: Tensor, rows: Tensor | None = None) -> ModelOutput:
+    def forward(
+        self, *batch: Tensor, rows: Tensor | None = None, self_weights: bool = False
+    ) -> ModelOutput:
         """Teacher forcing over ``batch`` = (src, src_lengths, src_mask, tgt_in), as
         ``Seq2Seq.forward``: the mixture's log-probabilities as logits (a softmax of
         them gives the mean probabilities back), the mean attention; per-head
-        attention only for an ensemble of one."""
-        outs = [m(*batch, rows=rows) for m in self.members]
+        attention and the encoder's self-attention only for an ensemble of one
+        (the members' heads are not one model's heads)."""
+        one = len(self.members) == 1
+        outs = [
+            m(*batch, rows=rows, self_weights=self_weights and one)
+            for m in self.members
+        ]
         logits = mean_probabilities([o.logits.float().log_softmax(-1) for o in outs])
         attention = torch.stack([o.attention.float() for o in outs]).mean(dim=0)
-        heads = outs[0].head_attention if len(outs) == 1 else None
-        return ModelOutput(logits, attention, heads)
+        heads = outs[0].head_attention if one else None
+        return ModelOutput(
+            logits, attention, heads, self_attention=outs[0].self_attention
+        )

@@ -25,17 +25,22 @@ EOS_PIECE = "</s>"
 class ForcedAttention(NamedTuple):
     """The attention of one teacher-forced pair: weights ``(T + 1, S + 1)`` (target
     pieces plus the EOS step, source pieces plus the source EOS), heads ``(heads, T +
-    1, S + 1)`` for multi-head attention, else None."""
+    1, S + 1)`` for multi-head attention, else None; self_heads ``(layers, heads, S +
+    1, S + 1)``, the encoder's self-attention, for a model with blocks, else None."""
 
     weights: np.ndarray
     heads: np.ndarray | None
+    self_heads: np.ndarray | None = None
 
 
 @dataclass
 class AttentionMap:
     """weights ``(T, S)``; heads ``(heads, T, S)`` for multi-head attention; gold links
     (Pharaoh over whitespace words) when known; attribution ``(T, S)`` (gradient ×
-    input) and its Spearman correlation with the weights, when asked for."""
+    input) and its Spearman correlation with the weights, when asked for;
+    self_attention ``(layers, heads, S, S)``, the encoder's self-attention over
+    ``src_tokens`` on both axes (rows: the querying source token, columns: the
+    attended one), for a model with self-attention blocks."""
 
     src_tokens: list[str]
     tgt_tokens: list[str]
@@ -45,6 +50,7 @@ class AttentionMap:
     attribution: np.ndarray | None = None
     spearman: float | None = None
     title: str = ""
+    self_attention: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record (lists, no NaN); optional parts only when present."""
@@ -62,6 +68,8 @@ class AttentionMap:
             record["attribution"] = np.asarray(self.attribution).tolist()
             rho = self.spearman
             record["spearman"] = None if rho is None or np.isnan(rho) else float(rho)
+        if self.self_attention is not None:
+            record["self_attention"] = np.asarray(self.self_attention).tolist()
         return record
 
 
@@ -103,6 +111,7 @@ def piece_maps(
                 weights=att.weights,
                 heads=att.heads,
                 gold=gold,
+                self_attention=att.self_heads,
                 title=titles[k] if titles is not None else "",
             )
         )

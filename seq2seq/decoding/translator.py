@@ -235,7 +235,8 @@ class Translator:
     def forced_attention(self, split: EncodedSplit) -> list[ForcedAttention]:
         """The attention of the model reading each source while it is forced through
         the pair's target (``split.tgt_ids``: a reference, or a hypothesis without
-        its EOS), in the split's order; one batched pass, padding cut off."""
+        its EOS), in the split's order, with the encoder's self-attention when the
+        model has blocks; one batched pass, padding cut off."""
         self.model.eval()
         out: list[ForcedAttention | None] = [None] * len(split)
         loader = make_loader(
@@ -248,16 +249,23 @@ class Translator:
             batch = batch.to(self.device, non_blocking=True)
             with autocast(self.device, self.amp_dtype):
                 res = self.model(
-                    batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in
+                    batch.src,
+                    batch.src_lengths,
+                    batch.src_mask,
+                    batch.tgt_in,
+                    self_weights=True,
                 )
             weights = res.attention.float().cpu()  # (B, T, S)
-            heads = res.head_attention
-            heads = heads.float().cpu() if heads is not None else None
+            heads, selfs = (
+                None if x is None else x.float().cpu()
+                for x in (res.head_attention, res.self_attention)
+            )
             for row, index in enumerate(ids):
                 t, s = tgt_lengths[row], src_lengths[row]
                 out[index] = ForcedAttention(
                     weights[row, :t, :s].numpy(),
                     None if heads is None else heads[row, :, :t, :s].numpy(),
+                    None if selfs is None else selfs[row, :, :, :s, :s].numpy(),
                 )
         return out  # type: ignore[return-value]
 

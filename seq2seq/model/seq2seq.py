@@ -21,37 +21,62 @@ from seq2seq.config_checks import check_model
 from seq2seq.model.attention import NoAttention, build_attention
 from seq2seq.model.decoder import DECODERS, Decoder, DecoderState
 from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
+from seq2seq.model.self_attention import SelfAttentionStack
 
 
 class ModelOutput(NamedTuple):
     """logits ``(B, T, V)`` (``(N, V)`` given ``rows``; None given ``targets``);
     attention ``(B, T, S)`` (mean over heads for multi-head, zeros without
     attention); head_attention ``(B, heads, T, S)`` or None; loss, given
-    ``targets``: the summed label-smoothed cross-entropy (``model/loss.py``)."""
+    ``targets``: the summed label-smoothed cross-entropy (``model/loss.py``);
+    self_attention ``(B, layers, heads, S, S)``, the encoder's self-attention (rows:
+    the querying source positions), given ``self_weights`` to a model with blocks,
+    else None."""
 
     logits: Tensor | None
     attention: Tensor
     head_attention: Tensor | None
     loss: Tensor | None = None
+    self_attention: Tensor | None = None
 
 
 class Seq2Seq(nn.Module):
-    """Encoder + bridge + decoder. ``encode``/``init_state``/``step`` serve search;
-    ``forward`` is teacher forcing (optionally with scheduled sampling)."""
+    """Encoder (+ self-attention blocks over its states) + bridge + decoder.
+    ``encode``/``init_state``/``step`` serve search; ``forward`` is teacher forcing
+    (optionally with scheduled sampling)."""
 
-    def __init__(self, encoder: BiGRUEncoder, bridge: nn.Module, decoder: Decoder):
+    def __init__(
+        self,
+        encoder: BiGRUEncoder,
+        bridge: nn.Module,
+        decoder: Decoder,
+        self_attention: SelfAttentionStack | None = None,
+    ):
         super().__init__()
         self.encoder = encoder
         self.bridge = bridge
         self.decoder = decoder
+        # None: no module, so the parameters and their keys are as without blocks
+        self.self_attention = self_attention
 
     def encode(
         self, src: Tensor, src_lengths: Tensor, src_mask: Tensor
     ) -> EncoderOutput:
         """src ``(B, S)``, src_lengths ``(B,)`` (CPU), src_mask ``(B, S)`` bool →
         ``EncoderOutput(memory (B, S, 2He), mask, final (B, L, Hd))``."""
+        return self.encode_with_weights(src, src_lengths, src_mask)[0]
+
+    def encode_with_weights(
+        self, src: Tensor, src_lengths: Tensor, src_mask: Tensor, weights: bool = False
+    ) -> tuple[EncoderOutput, Tensor | None]:
+        """``encode``, and with ``weights`` the self-attention's ``(B, layers, heads,
+        S, S)`` (None without blocks). The memory is the blocks' output; the bridge
+        reads the GRU's final states, as without blocks."""
         memory, final = self.encoder(src, src_lengths)
-        return EncoderOutput(memory, src_mask, self.bridge(final[-1]))
+        maps = None
+        if self.self_attention is not None:
+            memory, maps = self.self_attention(memory, src_mask, weights)
+        return EncoderOutput(memory, src_mask, self.bridge(final[-1])), maps
 
     def init_state(self, enc: EncoderOutput) -> DecoderState:
         """The decoder's first state; attention keys are projected here, once."""
@@ -74,16 +99,20 @@ class Seq2Seq(nn.Module):
         rows: Tensor | None = None,
         targets: Tensor | None = None,
         smoothing: float = 0.0,
+        self_weights: bool = False,
     ) -> ModelOutput:
         """Teacher forcing over tgt_in ``(B, T)`` → ``ModelOutput``. With
         ``sampling_ratio`` p > 0, each (sentence, step) input is the previous
         prediction with probability p (scheduled sampling). ``rows`` (flat target
         positions, ``Batch.tgt_rows``): logits ``(N, V)`` for those positions only.
         ``targets`` (``Batch.flat_targets()`` with ``rows``): the loss instead of the
-        logits, computed without the whole ``(N, V)`` logits when they are large."""
-        state = self.init_state(self.encode(src, src_lengths, src_mask))
+        logits, computed without the whole ``(N, V)`` logits when they are large.
+        ``self_weights``: also the encoder's self-attention weights (for pictures;
+        training never asks for them)."""
+        enc, maps = self.encode_with_weights(src, src_lengths, src_mask, self_weights)
+        state = self.init_state(enc)
         out = self.decoder(tgt_in, state, sampling_ratio, rows, targets, smoothing)
-        return ModelOutput(*out)
+        return ModelOutput(*out, self_attention=maps)
 
     @property
     def attends(self) -> bool:
@@ -134,6 +163,25 @@ def init_weights(model: nn.Module) -> None:
                 module.weight[module.padding_idx].zero_()
 
 
+def build_self_attention(
+    cfg: ModelConfig, encoder: BiGRUEncoder
+) -> SelfAttentionStack | None:
+    """``model.encoder.self_attention``'s blocks, or None for 0 layers. The
+    feed-forward size defaults to 4 × the state size, the Transformer's ratio
+    (Vaswani et al.: 512 → 2048), which RNMT+'s cascaded encoder kept."""
+    sa = cfg.encoder.self_attention
+    if sa.layers == 0:
+        return None
+    size = encoder.output_size
+    # nn.Linear draws its default weights as it is made; init_weights redraws them
+    # all, so the construction's draws are kept off the global generator: at one
+    # seed every other parameter is drawn as in the model without blocks
+    with torch.random.fork_rng(devices=[]):
+        return SelfAttentionStack(
+            size, sa.layers, sa.heads, sa.ffn or 4 * size, sa.dropout
+        )
+
+
 def build_model(
     model_cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int
 ) -> Seq2Seq:
@@ -179,6 +227,6 @@ def build_model(
         residual=cfg.residual,
         context_to_layers=cfg.decoder.context_to_layers,
     )
-    model = Seq2Seq(encoder, bridge, decoder)
+    model = Seq2Seq(encoder, bridge, decoder, build_self_attention(cfg, encoder))
     init_weights(model)
     return model

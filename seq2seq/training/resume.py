@@ -15,12 +15,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from seq2seq.config import ModelConfig, TokenizerConfig
 from seq2seq.model.checkpoint import CheckpointError
 
 # What fixes the model's shape and meaning; sampling only changes which pieces of the
 # same vocabulary a training epoch sees.
 COMPARED = ("model", "tokenizer")
 FREE = {"tokenizer.sampling_alpha"}
+SCHEMAS = {"model": ModelConfig, "tokenizer": TokenizerConfig}
 
 
 def differences(saved: Any, current: Any, prefix: str) -> list[tuple[str, Any, Any]]:
@@ -34,6 +36,16 @@ def differences(saved: Any, current: Any, prefix: str) -> list[tuple[str, Any, A
     return out
 
 
+def with_defaults(group: str, saved: Any) -> Any:
+    """A checkpoint's ``group`` config with the settings added since it was written
+    at their defaults (``model.encoder.self_attention``): what rebuilding it
+    (``Translator``, this resume) reads."""
+    if not isinstance(saved, Mapping):
+        return saved
+    merged = OmegaConf.merge(OmegaConf.structured(SCHEMAS[group]), saved)
+    return OmegaConf.to_container(merged, resolve=True, enum_to_str=True)
+
+
 def check_resumable(
     state: dict, cfg: DictConfig, tokenizer: dict[str, bytes], path: Path
 ) -> None:
@@ -44,7 +56,9 @@ def check_resumable(
     saved = state.get("config", {})
     found = []
     for group in COMPARED:
-        found += differences(saved.get(group), current[group], f"{group}.")
+        found += differences(
+            with_defaults(group, saved.get(group)), current[group], f"{group}."
+        )
     found = [d for d in found if d[0] not in FREE]
     fix = (
         "resume with the checkpoint's settings, or start a new run "

@@ -6,7 +6,9 @@ import math
 
 from seq2seq.alignment.error import alignment_scores
 from seq2seq.alignment.extract import attention_maps, forced_split
+from seq2seq.alignment.maps import AttentionMap
 from seq2seq.alignment.render import alignment_figure
+from seq2seq.alignment.views import self_view
 from seq2seq.data.prepare import PreparedData
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.decoding.scores import score
@@ -21,7 +23,8 @@ def validate(
     aer, aer_shifted when the corpus has gold alignments).
 
     The first ``trainer.alignment_samples`` validation sentences are rendered at every
-    validation, so TensorBoard's step slider shows their attention sharpening.
+    validation (and each self-attention head's map of them, for a model with
+    blocks), so TensorBoard's step slider shows their attention sharpening.
     """
     split = data.splits["validation"]
     loss = translator.loss(split)
@@ -46,9 +49,25 @@ def validate(
     shown = forced_split(subset.head(n), [h.tokens for h in hyps[:n]])
     for i, att in enumerate(attention_maps(translator, shown)):
         tracker.figure(f"alignment/{i}", alignment_figure(att, f"step {step}"), step)
+        log_self_attention(tracker, att, i, step)
     tracker.text("valid/samples", samples_markdown(subset, texts, n=5), step)
     tracker.flush()
     return result
+
+
+def log_self_attention(tracker: Tracker, att: AttentionMap, i: int, step: int) -> None:
+    """Each layer's and head's self-attention of sample ``i`` (source pieces on both
+    axes), one tag per layer and head: ``self_attention/layer{l}_head{h}/{i}``."""
+    if att.self_attention is None:
+        return
+    layers, heads = att.self_attention.shape[:2]
+    for layer in range(layers):
+        for head in range(heads):
+            view = self_view(att, layer, head)
+            tag = f"self_attention/layer{layer}_head{head}/{i}"
+            tracker.figure(
+                tag, alignment_figure(view, f"{view.title}, step {step}"), step
+            )
 
 
 def samples_markdown(split: EncodedSplit, hyps: list[str], n: int) -> str:
