@@ -15,7 +15,7 @@ ends with a layer norm, ``memory = LN_out(y_L)``, and padded rows are set to 0.
 Why pre-norm: the residual path carries the GRU states to the top untouched by any
 normalization, so each block starts near the identity, and pre-norm Transformers
 train without a learning-rate warm-up (Xiong et al., 2020) where post-norm
-``LN(x + MHA(x))`` needs one; the recipes here use Adam at 1e-3 with no warm-up.
+``LN(x + MHA(x))`` needs one; the quickstart and the recipes warm up 100–200 steps.
 No positions are added: each GRU state already depends on its place in the sentence
 (it summarizes the words before and after it), so the scores can tell positions
 apart without a sinusoidal or learned position vector. Dropout is on each
