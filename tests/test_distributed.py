@@ -202,8 +202,8 @@ def test_other_ranks_log_only_warnings_and_errors_marked_with_their_rank():
     streams = [io.StringIO(), io.StringIO()]  # a console and a file handler
     handlers = [logging.StreamHandler(stream) for stream in streams]
     root = logging.getLogger()
-    for handler in handlers:
-        root.addHandler(handler)
+    # only these handlers: the filter must not stay on pytest's capture handlers
+    saved, root.handlers = root.handlers, handlers
     log = logging.getLogger("seq2seq.training.trainer")
     level, log.level = log.level, logging.INFO
     try:
@@ -215,8 +215,7 @@ def test_other_ranks_log_only_warnings_and_errors_marked_with_their_rank():
         log.warning("non-finite loss at step %d", 5)
         log.error("failed")
     finally:
-        for handler in handlers:
-            root.removeHandler(handler)
+        root.handlers = saved
         log.level = level
     want = (
         "step 2 | valid loss 1.0\n[rank 1] non-finite loss at step 5\n[rank 1] failed\n"

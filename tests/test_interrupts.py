@@ -43,6 +43,9 @@ def interrupt(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
+        # as from a terminal: a shell's background job (CI under `&`) ignores SIGINT,
+        # and Python raises KeyboardInterrupt only where SIGINT starts at its default
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines = []
     for line in proc.stderr:

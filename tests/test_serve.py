@@ -378,22 +378,27 @@ def test_many_clients_at_once_get_what_one_at_a_time_gets(translator):
 
 
 def test_a_slow_request_times_out_and_a_full_queue_is_busy(translator, monkeypatch):
+    """A occupies the model thread (1 s) past its timeout (0.5 s); B, sent while A
+    runs, waits in the queue (max_queue=1) and times out too; C finds it full. The
+    requests are spaced so that the batcher cannot gather them into one search."""
     import time
 
-    test_client, engine = client_for(translator, timeout_s=0.2, max_queue=1)
+    test_client, engine = client_for(translator, timeout_s=0.5, max_queue=1)
     run = engine.run
-    monkeypatch.setattr(engine, "run", lambda k, p: (time.sleep(0.5), run(k, p))[1])
+    monkeypatch.setattr(engine, "run", lambda k, p: (time.sleep(1.0), run(k, p))[1])
+
+    def send(k: int):
+        time.sleep(0.15 * k)
+        return test_client.post("/translate", json={"texts": [TEXTS[k]]})
+
     with test_client, ThreadPoolExecutor(3) as pool:
-        answers = list(
-            pool.map(
-                lambda t: test_client.post("/translate", json={"texts": [t]}),
-                TEXTS[:3],
-            )
-        )
-    codes = sorted(a.status_code for a in answers)
-    assert set(codes) == {503}, [a.text for a in answers]
-    messages = " ".join(a.json()["error"] for a in answers)
-    assert "no answer within 0.2 s" in messages and "busy" in messages
+        answers = list(pool.map(send, range(3)))
+    assert [a.status_code for a in answers] == [503, 503, 503], [
+        a.text for a in answers
+    ]
+    errors = [a.json()["error"] for a in answers]
+    assert all("no answer within 0.5 s" in e for e in errors[:2]), errors
+    assert "busy" in errors[2], errors
 
 
 def test_a_port_in_use_is_a_user_error_and_localhost_is_local():

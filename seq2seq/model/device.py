@@ -84,8 +84,10 @@ def resolve_precision(
     precision = Precision(precision)
     if precision == Precision.auto:
         precision, why = auto_precision(device, decoding)
+        # training says it at start; a decoding command's stderr keeps to its result
+        say = log.debug if decoding else log.info
         task = "decoding" if decoding else "training"
-        log.info("precision=auto: %s %s, since %s", task, precision.value, why)
+        say("precision=auto: %s %s, since %s", task, precision.value, why)
     if precision == Precision.fp32:
         return None
     if device.type != "cuda" and precision == Precision.fp16:
