@@ -61,10 +61,10 @@ def auto_precision(
 ) -> tuple[Precision, str]:
     """What ``precision=auto`` means on ``device``, and why (one clause, for the
     start-up line). Training: bf16 autocast wherever the hardware computes it (CUDA,
-    and CPUs with AMX or AVX512-BF16, where it trained the quickstart and the
-    reference model faster to the same quality), fp32 elsewhere. Decoding on a CPU:
-    fp32, since a search's small per-step matmuls ran slower in bf16 even with AMX
-    (docs/performance.md)."""
+    and CPUs with AMX or AVX512-BF16, where it trained the reference and recipe
+    models ×1.04–1.37 faster; the quickstart's model, too small to gain, pins fp32),
+    fp32 elsewhere. Decoding on a CPU: fp32, since a search's small per-step matmuls
+    ran slower in bf16 even with AMX (docs/performance.md)."""
     if device.type == "cuda":
         return Precision.bf16, "CUDA computes bf16 natively"
     if decoding:
