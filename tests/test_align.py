@@ -35,6 +35,8 @@ class DiagonalModel(torch.nn.Module):
 class WordTokenizer:
     """Each id is one whole word piece ``▁<id>``."""
 
+    src_vocab_size = tgt_vocab_size = 100
+
     def src_pieces(self, ids):
         return [f"\u2581{i}" for i in ids]
 
@@ -103,6 +105,7 @@ class VocabTokenizer:
     def __init__(self, words: str) -> None:
         self.ids = {w: k for k, w in enumerate(words.split(), start=4)}
         self.words = {k: w for w, k in self.ids.items()}
+        self.src_vocab_size = self.tgt_vocab_size = 4 + len(self.ids)
 
     def encode_src(self, texts):
         return [[self.ids.get(w, 1) for w in text.split()] for text in texts]

@@ -191,11 +191,8 @@ class Translator:
                 out[index] = nbest
         return out  # type: ignore[return-value]
 
-    def _vocab(self, split: EncodedSplit) -> VocabCheck | None:
-        """Ids outside the vocabulary end in an error naming the pair (unchecked
-        with a stand-in tokenizer that does not give its sizes)."""
-        if not hasattr(self.tokenizer, "src_vocab_size"):
-            return None
+    def _vocab(self, split: EncodedSplit) -> VocabCheck:
+        """Ids outside the vocabulary end in an error naming the pair."""
         return VocabCheck.of(split, "the decoded split's", self.tokenizer)
 
     def hypotheses(self, split: EncodedSplit) -> list[Hypothesis]:
