@@ -16,6 +16,7 @@ from seq2seq.config import (
     DecoderConfig,
     EncoderConfig,
     ModelConfig,
+    SelfAttentionConfig,
 )
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seq2seq.decoding.search import (
@@ -33,10 +34,15 @@ from seq2seq.model.seq2seq import build_model
 V_SRC = 15
 
 
-def _model(v_tgt=17, attention="bahdanau", style=None, sharpen=1.0):
+def _model(v_tgt=17, attention="bahdanau", style=None, sharpen=1.0, blocks=0):
+    """A tiny model; ``blocks`` self-attention blocks over the encoder's states."""
     cfg = ModelConfig(
         emb_dim=6,
-        encoder=EncoderConfig(hidden_size=4, layers=1),
+        encoder=EncoderConfig(
+            hidden_size=4,
+            layers=1,
+            self_attention=SelfAttentionConfig(layers=blocks, heads=2, ffn=12),
+        ),
         decoder=DecoderConfig(style=style, hidden_size=8),
         attention=AttentionConfig(type=attention, heads=2),
     )
@@ -63,11 +69,12 @@ def _same(h, g):
     assert_close(h.attention, g.attention, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("blocks", [0, 1], ids=["gru", "self-attention"])
 @pytest.mark.parametrize(
     ("attention", "style"), [("bahdanau", None), ("multihead", "luong")]
 )
-def test_beam_one_equals_greedy(attention, style):
-    model = _model(attention=attention, style=style, sharpen=5.0)
+def test_beam_one_equals_greedy(attention, style, blocks):
+    model = _model(attention=attention, style=style, sharpen=5.0, blocks=blocks)
     args = _batch()
     greedy = greedy_search(model, *args, _settings(max_len_a=1.0, max_len_b=4))
     beam = beam_search(
