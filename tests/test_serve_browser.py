@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_serve_process import start_server
-from tests.test_viewer_browser import BROWSERS, _unavailable
+from tests.test_viewer_browser import _unavailable, chromium_binary
 
 pytestmark = pytest.mark.slow
 
@@ -40,9 +40,7 @@ def _post(port: int, path: str, body: dict) -> dict:
 
 @pytest.fixture
 def chromium():
-    binary = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
-    if binary is None:
-        _unavailable(f"no Chromium found (looked for {', '.join(BROWSERS)})")
+    binary = chromium_binary()
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -47,6 +47,14 @@ def _unavailable(reason: str):
     pytest.skip(reason)
 
 
+def chromium_binary() -> str:
+    """The first Chromium on PATH; skips (fails under CI) without one."""
+    binary = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+    if binary is None:
+        _unavailable(f"no Chromium found (looked for {', '.join(BROWSERS)})")
+    return binary
+
+
 class DevTools:
     """A minimal Chrome DevTools Protocol client over one page's websocket."""
 
@@ -102,9 +110,7 @@ class DevTools:
 
 @pytest.fixture
 def browser(tmp_path):
-    binary = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
-    if binary is None:
-        _unavailable(f"no Chromium found (looked for {', '.join(BROWSERS)})")
+    binary = chromium_binary()
     try:
         import websocket  # noqa: F401
     except ImportError:
