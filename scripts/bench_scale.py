@@ -6,6 +6,8 @@ written under ``--workdir`` (reused when present), then measured in fresh proces
 
 - ``seq2seq-prepare`` (``tokenizer.vocab_size``, default 32,000): wall time, peak RSS,
   peak private memory (RssAnon) and the cache's size on disk;
+- a cache hit: ``seq2seq-prepare`` again, 5 times (medians of the seconds it reports
+  and of the whole command);
 - one epoch's batch planning on the prepared lengths (median of 3, in this process);
 - the data path's own memory: mapping the cache and planning an epoch in a process
   with torch imported and no model, for one rank, and summed over two ranks that
@@ -21,6 +23,7 @@ the machine (``flock``), as each figure is wall time or memory:
 
     flock /tmp/seq2seq-cpu.lock python scripts/bench_scale.py \\
         --sizes 500000,1500000,4500000
+    python scripts/bench_scale.py --sizes 4500000 --hits-only   # on that cache
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -160,6 +165,27 @@ def run_on_cache(code: str, corpus: Path, cache: Path, vocab: int) -> str:
     return out.stdout
 
 
+def hit_seconds(
+    corpus: Path, cache: Path, vocab: int, logs: Path, runs: int = 5
+) -> dict[str, float]:
+    """A cache hit, ``runs`` times in fresh processes (medians): the seconds
+    ``seq2seq-prepare`` reports (finding the key, checking and mapping the cache,
+    the printed batch statistics) and the whole command's (Python and imports too)."""
+    said, whole = [], []
+    for k in range(runs):
+        result = run(
+            ["seq2seq-prepare", *data_args(corpus, cache, vocab)],
+            logs / f"hit_{k}.log",
+        )
+        text = (logs / f"hit_{k}.log").read_text()
+        found = re.search(r"loaded from the cache in ([\d.]+) s", text)
+        if found is None:
+            raise SystemExit(f"no cache hit: see {logs / f'hit_{k}.log'}")
+        said.append(float(found.group(1)))
+        whole.append(result["seconds"])
+    return {"hit_s": statistics.median(said), "hit_command_s": statistics.median(whole)}
+
+
 def plan_seconds(corpus: Path, cache: Path, vocab: int, batch_tokens: int) -> float:
     """Median wall time of planning one epoch (3 epochs) on the prepared lengths."""
     code = (
@@ -271,11 +297,14 @@ def measure(size: int, args: argparse.Namespace) -> dict:
     if not (corpus / "test.jsonl").is_file():
         write_corpus(corpus, size)
     cache = work / f"cache_{size}"
-    if not (args.keep_cache or args.planning_only):
+    if not (args.keep_cache or args.planning_only or args.hits_only):
         shutil.rmtree(cache, ignore_errors=True)
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     row = {"pairs": size, "corpus_mb": du_mb(corpus)}
+    if args.hits_only:  # on the cache a full run left
+        row.update(hit_seconds(corpus, cache, args.vocab, logs))
+        return row
     if args.planning_only:  # on the cache a full run left
         row["plan_s"] = plan_seconds(corpus, cache, args.vocab, args.batch_tokens)
         row.update(data_memory(corpus, cache, args.vocab, args.batch_tokens))
@@ -287,6 +316,7 @@ def measure(size: int, args: argparse.Namespace) -> dict:
     )
     row["prepare"] = prep
     row["cache_mb"] = du_mb(cache)
+    row.update(hit_seconds(corpus, cache, args.vocab, logs))
     row["plan_s"] = plan_seconds(corpus, cache, args.vocab, args.batch_tokens)
     row.update(data_memory(corpus, cache, args.vocab, args.batch_tokens))
     row.update(data_memory(corpus, cache, args.vocab, args.batch_tokens, 2))
@@ -302,7 +332,8 @@ def measure(size: int, args: argparse.Namespace) -> dict:
 
 def table(rows: list[dict], ranks: list[int]) -> str:
     head = (
-        "| pairs | corpus MB | prepare s | prepare peak RSS MB | cache MB | plan s |"
+        "| pairs | corpus MB | prepare s | prepare peak RSS MB | cache MB |"
+        " cache hit s (command s) | plan s |"
         " data path: private MB, mapped MB, 2 ranks' private MB |"
         + "".join(
             f" {r} rank{'s' if r > 1 else ''}: first step s, peak RSS MB, "
@@ -310,7 +341,7 @@ def table(rows: list[dict], ranks: list[int]) -> str:
             for r in ranks
         )
     )
-    lines = [head, "|" + "---|" * (7 + len(ranks))]
+    lines = [head, "|" + "---|" * (8 + len(ranks))]
     for row in rows:
         cells = [
             f"{row['pairs']:,}",
@@ -318,6 +349,7 @@ def table(rows: list[dict], ranks: list[int]) -> str:
             f"{row['prepare']['seconds']:.0f}",
             f"{row['prepare']['peak_rss_mb']:.0f}",
             f"{row['cache_mb']:.0f}",
+            f"{row['hit_s']:.2f} ({row['hit_command_s']:.1f})",
             f"{row['plan_s']:.2f}",
             f"{row['data_anon_mb']:.0f}, {row['data_file_mb']:.0f}, "
             f"{row['data_anon_mb_ranks']:.0f}",
@@ -364,6 +396,11 @@ def main() -> None:
         help="only the planning time and the data path's memory, on the caches of "
         "an earlier run",
     )
+    parser.add_argument(
+        "--hits-only",
+        action="store_true",
+        help="only the cache hit's time, on the caches of an earlier run",
+    )
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
     args.ranks = [int(r) for r in args.ranks.split(",")]
@@ -371,7 +408,7 @@ def main() -> None:
     for size in (int(s) for s in args.sizes.split(",")):
         rows.append(measure(size, args))
         print(json.dumps(rows[-1]), flush=True)
-    if not args.planning_only:
+    if not (args.planning_only or args.hits_only):
         print(table(rows, args.ranks))
         print(growth(rows))
     if args.json:

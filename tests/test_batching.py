@@ -1,5 +1,6 @@
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -7,8 +8,10 @@ from seq2seq.data.batching import (
     Batch,
     TokenBucketSampler,
     collate,
+    cut,
     make_loader,
     padded_size,
+    padding_fraction,
 )
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -119,12 +122,29 @@ def reference_batches(src, tgt, budget, seed, epoch, sort_by):
 
 
 @pytest.mark.parametrize("sort_by", ["target", "source"])
-@pytest.mark.parametrize("budget", [7, 64, 200, 4096])
-def test_numpy_plan_equals_the_python_planner_on_random_lengths(sort_by, budget):
-    rng = random.Random(budget)
+@pytest.mark.parametrize(
+    "budget, longest",
+    # 140: one 16-bit key; 1,000: two 16-bit radix passes; 70,000: a 64-bit key;
+    # 12: long runs of equal sizes, cut a run at a time
+    [
+        (7, 140),
+        (64, 140),
+        (200, 140),
+        (4096, 140),
+        (4096, 1000),
+        (10**6, 70_000),
+        (7, 12),
+        (100, 12),
+        (4096, 12),
+    ],
+)
+def test_numpy_plan_equals_the_python_planner_on_random_lengths(
+    sort_by, budget, longest
+):
+    rng = random.Random(budget + longest)
     n = 3000
-    src = [rng.choice([0, 1, rng.randint(1, 120)]) for _ in range(n)]
-    tgt = [rng.randint(0, 140) for _ in range(n)]
+    src = [rng.choice([0, 1, rng.randint(1, longest - 10)]) for _ in range(n)]
+    tgt = [rng.randint(0, longest) for _ in range(n)]
     sampler = TokenBucketSampler(src, tgt, budget, seed=11, sort_by=sort_by)
     for epoch in (0, 3):
         sampler.set_epoch(epoch)
@@ -139,6 +159,46 @@ def test_numpy_plan_equals_the_python_planner_on_multi30k(multi30k_prepared):
     for epoch in (0, 1):
         sampler.set_epoch(epoch)
         assert list(sampler) == reference_batches(src, tgt, 4096, 42, epoch, "target")
+
+
+def greedy_starts(sizes: list[int], budget: int) -> list[int]:
+    starts, longest = [], 0
+    for i, size in enumerate(sizes):
+        if i == 0 or (i - starts[-1] + 1) * max(longest, size) > budget:
+            starts.append(i)
+            longest = 0
+        longest = max(longest, size)
+    return starts
+
+
+@pytest.mark.parametrize("budget", [1, 7, 64, 1000])
+@pytest.mark.parametrize("shape", ["runs", "sorted runs", "random"])
+def test_cut_equals_a_greedy_loop_over_the_examples(budget, shape):
+    rng = random.Random(budget)
+    if shape == "random":
+        sizes = [rng.randint(1, 80) for _ in range(2000)]
+    else:  # runs of one size, some longer than a batch, some shorter
+        sizes = [
+            v for _ in range(150) for v in [rng.randint(1, 30)] * rng.randint(1, 40)
+        ]
+        if shape == "sorted runs":
+            sizes.sort()
+    got = cut(np.asarray(sizes), budget).tolist()
+    assert got == greedy_starts(sizes, budget)
+
+
+@pytest.mark.parametrize("budget", [7, 300, 4096])
+def test_padding_fraction_equals_a_sum_over_the_batches(budget):
+    src, tgt = lengths(2000, seed=budget)
+    sampler = TokenBucketSampler(src, tgt, budget, seed=3, sort_by="target")
+    real = padded = 0
+    for batch in sampler.epoch_batches():
+        s = [src[i] + 1 for i in batch]
+        t = [tgt[i] + 1 for i in batch]
+        real += sum(s) + sum(t)
+        padded += len(batch) * (max(s) + max(t))
+    assert padding_fraction(sampler) == pytest.approx(1 - real / padded, abs=1e-12)
+    assert padding_fraction(TokenBucketSampler([], [], budget)) == 0.0
 
 
 def test_state_dict_resume_continues_identically():

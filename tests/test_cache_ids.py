@@ -1,17 +1,20 @@
 """Ids outside the vocabulary never reach the model, and damage that the fast path
 trusts is found by ``verify``.
 
-The cache hit trusts a file of the recorded size and modification time (hashing
-4.5M pairs' files at every start would cost seconds). So bytes flipped with the
-time put back are read: out-of-range ids must end in one line naming the split,
-pair and file (the batch check), ids inside the vocabulary are found by
-``seq2seq-prepare verify=true``, which hashes every file.
+The cache hit compares each file's size, inode and times with the manifest's (hashing
+4.5M pairs' files at every start would cost seconds). Bytes changed by a program move
+the change time, which nothing sets back, so they are hashed even with the
+modification time put back (``rsync -a`` from a damaged source). Bytes changed beneath
+the kernel (a disk's silent error) keep every time: out-of-range ids must then end in
+one line naming the split, pair and file (the batch check), and ids inside the
+vocabulary are found by ``seq2seq-prepare verify=true``, which hashes every file.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +25,7 @@ from seq2seq.config import TokenizerConfig
 from seq2seq.data.batching import VocabCheck, collate, make_loader
 from seq2seq.data.prepare import prepare_data
 from seq2seq.data.splits import EncodedSplit
-from seq2seq.data.store import FORMAT_VERSION, check_store
+from seq2seq.data.store import FORMAT_VERSION, MANIFEST, check_store
 from seq2seq.errors import CacheError
 from tests.helpers import TINY, phrasebook_config, run_script
 
@@ -43,6 +46,18 @@ def flip(path: Path, value: int, nbytes: int = 4096, at: int = 0) -> None:
     ids[at // 2 : (at + nbytes) // 2] = value
     ids.tofile(path)
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def rot(path: Path, value: int, nbytes: int = 4096) -> None:
+    """``flip`` as a disk's silent error would do it: the bytes change and every
+    time the manifest recorded stays (here: the manifest is stamped with the file's
+    new change time, which a program cannot put back)."""
+    flip(path, value, nbytes)
+    cache = next(p for p in path.parents if (p / MANIFEST).is_file())
+    manifest = json.loads((cache / MANIFEST).read_text())
+    record = manifest["files"][str(path.relative_to(cache))]
+    record["ctime_ns"] = path.stat().st_ctime_ns
+    (cache / MANIFEST).write_text(json.dumps(manifest))
 
 
 def test_the_manifest_keeps_each_ids_files_largest_id(prepared):
@@ -82,10 +97,36 @@ def test_an_older_manifest_is_rebuilt_saying_why(prepared, caplog):
     assert "format 2, not 3 (format 3 records each ids file's largest id" in caplog.text
 
 
-def test_in_range_garbage_is_trusted_by_the_fast_path_and_found_by_verify(prepared):
+def test_bytes_changed_with_their_time_put_back_are_hashed(prepared):
     ids = prepared.cache_dir / "train" / "src.ids"
     flip(ids, 5, nbytes=64)
-    assert check_store(prepared.cache_dir)[0] is not None  # size and time agree
+    manifest, why = check_store(prepared.cache_dir)
+    assert manifest is None  # the change time moved: hashed, found
+    assert why == f"{ids} differs from the file the manifest recorded"
+
+
+def test_a_copy_is_hashed_once_then_trusted(prepared, monkeypatch):
+    from seq2seq.data import store
+
+    copy = prepared.cache_dir.with_name("copy")
+    shutil.copytree(prepared.cache_dir, copy)  # new inodes, times kept (copy2)
+    hashed: list[str] = []
+    digest = store._digest
+    monkeypatch.setattr(store, "_digest", lambda p: hashed.append(p.name) or digest(p))
+    assert check_store(copy)[0] is not None
+    files = json.loads((copy / MANIFEST).read_text())["files"]
+    assert len(hashed) == len(files)  # every file, once
+    hashed.clear()
+    assert check_store(copy)[0] is not None
+    assert hashed == []  # its new inodes and times were recorded
+    assert check_store(copy, verify=True)[0] is not None
+    assert len(hashed) == len(files)
+
+
+def test_in_range_garbage_beneath_the_kernel_is_trusted_and_found_by_verify(prepared):
+    ids = prepared.cache_dir / "train" / "src.ids"
+    rot(ids, 5, nbytes=64)
+    assert check_store(prepared.cache_dir)[0] is not None  # every stamp agrees
     manifest, why = check_store(prepared.cache_dir, verify=True)
     assert manifest is None
     assert why == f"{ids} differs from the file the manifest recorded"
@@ -124,14 +165,20 @@ def test_the_loader_checks_each_batch(prepared):
 @pytest.mark.slow
 def test_the_issues_case_flipped_ids_with_their_time_put_back(tmp_path):
     """4 KB of ``train/src.ids`` out of range, time put back: ``seq2seq-prepare``
-    still loads it (the fast path), ``seq2seq-train`` stops in one line naming the
-    file (exit 2, no traceback); in-range garbage is found by ``verify=true``."""
+    hashes the file and rebuilds. The same bytes changed beneath the kernel (every
+    time kept) are loaded by the fast path, and ``seq2seq-train`` stops in one line
+    naming the file (exit 2, no traceback); in-range garbage is found by
+    ``verify=true``."""
     args = [*TINY, f"data.cache_dir={tmp_path / 'cache'}"]
     first = run_script(tmp_path, "seq2seq-prepare", *args, "hydra.run.dir=p1")
     assert "prepared and cached" in first.stdout
     (folder,) = (tmp_path / "cache").glob("phrasebook-*")
     ids = folder / "train" / "src.ids"
     flip(ids, 0xFFFF)
+    moved = run_script(tmp_path, "seq2seq-prepare", *args, "hydra.run.dir=p1b")
+    assert f"rebuilding the prepared cache: {ids} differs" in moved.stderr
+    assert "prepared and cached" in moved.stdout
+    rot(ids, 0xFFFF)
     hit = run_script(tmp_path, "seq2seq-prepare", *args, "hydra.run.dir=p2")
     assert "loaded from the cache" in hit.stdout
     train = run_script(
@@ -150,7 +197,7 @@ def test_the_issues_case_flipped_ids_with_their_time_put_back(tmp_path):
     assert f"the ids file {ids} is damaged" in line
     assert "seq2seq-prepare verify=true" in line
 
-    flip(ids, 5)  # inside the vocabulary: only a hash finds it
+    rot(ids, 5)  # inside the vocabulary: only a hash finds it
     hit = run_script(tmp_path, "seq2seq-prepare", *args, "hydra.run.dir=p3")
     assert "loaded from the cache" in hit.stdout
     checked = run_script(

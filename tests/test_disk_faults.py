@@ -74,7 +74,7 @@ def local_corpus(folder: Path) -> DataConfig:
     [
         r"\.arrow$",  # datasets' Arrow tables, the issue's case
         r"/src\.ids$",  # the encoded ids
-        r"manifest\.json\.tmp$",  # the manifest, written last
+        r"manifest\.json\.\d+\.tmp$",  # the manifest, written last
     ],
     ids=["datasets Arrow", "ids", "manifest"],
 )

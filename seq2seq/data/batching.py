@@ -196,10 +196,14 @@ def cut(sizes: np.ndarray, batch_tokens: int) -> np.ndarray:
     most ``batch_tokens`` padded tokens: the start of each batch.
 
     A batch grows while ``(k + 1) * max(sizes of its k + 1 items)`` stays within the
-    budget; the first item always goes in. That product never decreases as a batch
-    grows, so each batch's end is one ``searchsorted`` over a window's running
-    maximum: numpy work per batch, not Python work per example. The window starts at
-    about twice the previous batch and doubles until the cut falls inside it.
+    budget; the first item always goes in. Planning order sorts by length, so sizes
+    come in long runs of one value: a batch that starts in a run of size ``z`` with at
+    least ``batch_tokens // z`` items left in it holds exactly that many (one more
+    would pass the budget whatever its size), so those batches are cut by arithmetic,
+    a run at a time. A batch that crosses runs is searched: that product never
+    decreases as a batch grows, so its end is one ``searchsorted`` over a window's
+    running maximum, the window about twice the previous batch, doubled until the cut
+    falls inside it. Python work per run of sizes, not per batch or example.
     """
     n = len(sizes)
     if n == 0:
@@ -207,8 +211,20 @@ def cut(sizes: np.ndarray, batch_tokens: int) -> np.ndarray:
     sizes = np.asarray(sizes, dtype=np.int64)
     most = min(n, batch_tokens // max(int(sizes.min()), 1) + 1)  # items, at most
     counts = np.arange(1, most + 1)
-    starts, start, last = [], 0, 8
+    run_ends = [*(np.flatnonzero(np.diff(sizes)) + 1).tolist(), n]
+    run_sizes = sizes[np.asarray(run_ends) - 1].tolist()
+    starts: list[int] = []
+    start, last, run = 0, 8, 0
     while start < n:
+        while run_ends[run] <= start:
+            run += 1
+        fit = batch_tokens // run_sizes[run]
+        whole = (run_ends[run] - start) // fit if fit else 0  # batches inside the run
+        if whole:
+            starts.extend(range(start, start + whole * fit, fit))
+            start += whole * fit
+            last = fit
+            continue
         starts.append(start)
         window = min(most, n - start, 2 * last + 8)
         while True:
@@ -320,12 +336,21 @@ class TokenBucketSampler(Sampler[list[int]]):
         first, second = self.src_lengths, self.tgt_lengths
         if self.sort_by == "target":
             first, second = second, first
-        first, second = first[share].astype(np.int64), second[share]
+        first, second = first[share], second[share]
         if len(share) == 0:
             return share
-        key = first * (int(second.max()) + 1) + second  # (first, second) as one
-        if key.max() < 2**15:  # numpy's stable sort of 16-bit keys is a radix sort
-            key = key.astype(np.int16)
+        # numpy's stable sort of 16-bit keys is a radix sort (linear time): one key
+        # when (first, second) fits 16 bits, else two passes (LSD: by the second,
+        # then stably by the first), else a 64-bit key
+        span = int(second.max()) + 1
+        if (int(first.max()) + 1) * span <= 2**16:
+            key = (first.astype(np.int32) * span + second).astype(np.uint16)
+            return share[np.argsort(key, kind="stable")]
+        if max(int(first.max()), int(second.max())) < 2**16:
+            by_second = np.argsort(second.astype(np.uint16), kind="stable")
+            by_first = np.argsort(first[by_second].astype(np.uint16), kind="stable")
+            return share[by_second[by_first]]
+        key = first.astype(np.int64) * span + second
         return share[np.argsort(key, kind="stable")]
 
     def _chunk(self, order: np.ndarray) -> list[np.ndarray]:
@@ -382,14 +407,21 @@ class TokenBucketSampler(Sampler[list[int]]):
 
 
 def padding_fraction(sampler: TokenBucketSampler) -> float:
-    """Share of padding in the source and target tensors of one epoch's batches."""
+    """Share of padding in the source and target tensors of one epoch's batches
+    (each batch's maximum by ``reduceat`` over the epoch's examples laid end to end:
+    numpy work per epoch, not per batch)."""
+    batches = [batch for batch in sampler.epoch_batches() if len(batch)]
+    if not batches:
+        return 0.0
+    examples = np.concatenate(batches)
+    starts = np.cumsum([0] + [len(batch) for batch in batches[:-1]])
+    counts = np.diff(np.append(starts, len(examples)))
     real = padded = 0
-    for batch in sampler.epoch_batches():
-        src = sampler.src_lengths[batch] + 1
-        tgt = sampler.tgt_lengths[batch] + 1
-        real += int(src.sum() + tgt.sum())
-        padded += len(batch) * int(src.max() + tgt.max())
-    return 1.0 - real / padded if padded else 0.0
+    for lengths in (sampler.src_lengths, sampler.tgt_lengths):
+        sizes = lengths[examples].astype(np.int64) + 1  # with EOS/BOS
+        real += int(sizes.sum())
+        padded += int((np.maximum.reduceat(sizes, starts) * counts).sum())
+    return 1.0 - real / padded
 
 
 class Pairs(Dataset):

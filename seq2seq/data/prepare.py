@@ -2,7 +2,7 @@
 in chunks into the memory-mapped cache (``data/store.py``); afterwards only map it.
 
 The cache lives in ``cache_root/<corpus>-<src>-<tgt>-<key>/``, where the key hashes
-each split's fingerprint (a streaming SHA-256 of its files, the hub's fingerprint, or
+each split's fingerprint (an XXH3-128 of its files' bytes, the hub's fingerprint, or
 the phrasebook's settings and generator version) and the settings that change the
 result (languages, ``max_len``, tokenizer settings with ``train_sentences``). Finding
 the key reads no corpus into memory, so a cache hit costs a hash of the files and

@@ -23,18 +23,21 @@ holds no Python object per training sentence.
 
 A folder is built under another name and renamed into place when complete, so a
 process killed while building leaves nothing that looks prepared. Reading checks
-the manifest: a file whose size or modification time differ from the manifest's is
-hashed, and a folder whose hash differs is reported as damaged (``check_store``
-returns None with the reason, and the caller rebuilds it). ``verify=True`` hashes
-every file whatever its time, for a copied or suspect cache.
+the manifest: a file whose size, inode, modification or change time differ from the
+manifest's is hashed, and a folder whose hash differs is reported as damaged
+(``check_store`` returns None with the reason, and the caller rebuilds it); one whose
+hash agrees (a copy, a ``chmod``) has its new times recorded, so it is hashed once.
+``verify=True`` hashes every file whatever its times, for a suspect cache.
 
-What the fast path trusts: a file of the recorded size and modification time is
-taken as written, unread, so that mapping a cache of millions of pairs costs a few
-``stat`` calls instead of reading gigabytes. Bytes changed without either (a copy
-that keeps times from a damaged source, a disk's silent error) are not seen here;
-the largest id of each ids file is kept in the manifest and checked against the
-tokenizer when the cache is opened, and every batch is checked against the
-vocabulary before it reaches the embedding (``batching.VocabCheck``), so damage
+What the fast path trusts: a file of the recorded size, inode and times is taken as
+written, unread, so that mapping a cache of millions of pairs costs a few ``stat``
+calls instead of reading gigabytes. Every write through the kernel moves the change
+time (ctime), and no program can set it back (``touch``, ``rsync -a`` and ``cp -a``
+restore the modification time only; a copy is a new inode), so bytes changed by any
+program are hashed. What it cannot see is bytes changed beneath the kernel (a disk's
+silent error): the largest id of each ids file is kept in the manifest and checked
+against the tokenizer when the cache is opened, and every batch is checked against
+the vocabulary before it reaches the embedding (``batching.VocabCheck``), so damage
 that leaves the vocabulary ends in an error naming the split and pair, and
 ``seq2seq-prepare verify=true`` finds damage that stays inside it.
 """
@@ -256,30 +259,48 @@ def map_array(path: Path, dtype: np.dtype, header: bool = False) -> np.ndarray:
 
 # --- the manifest ---------------------------------------------------------------------
 def write_manifest(folder: Path, content: dict[str, Any]) -> None:
-    """Record every file's size, hash and time, then the manifest itself, all synced:
-    the manifest's presence is what says the folder is complete."""
+    """Record every file's size, hash, inode and times, then the manifest itself, all
+    synced: the manifest's presence is what says the folder is complete."""
     files = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         _fsync(path)
-        stat = path.stat()
         files[str(path.relative_to(folder))] = {
-            "size": stat.st_size,
             "sha256": _digest(path),
-            "mtime_ns": stat.st_mtime_ns,
+            **_stamp(path.stat()),
         }
-    manifest = {"format": FORMAT_VERSION, **content, "files": files}
-    tmp = folder / f"{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
-    _fsync(tmp)
-    os.replace(tmp, folder / MANIFEST)
+    _write_json(
+        folder / MANIFEST, {"format": FORMAT_VERSION, **content, "files": files}
+    )
+
+
+def _stamp(stat: os.stat_result) -> dict[str, int]:
+    """What the fast path compares: a change to any of these hashes the file."""
+    return {
+        "size": stat.st_size,
+        "inode": stat.st_ino,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+    }
+
+
+def _write_json(path: Path, content: dict[str, Any]) -> None:
+    """``path`` replaced atomically (a reader sees the old or the new, whole)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(content, indent=1, ensure_ascii=False))
+        _fsync(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def check_store(
     folder: Path, verify: bool = False
 ) -> tuple[dict[str, Any] | None, str]:
     """The manifest of a complete, intact folder, or None and why not (empty when
-    there is no folder at all). A file is hashed when its size or time moved, or
-    every file with ``verify``."""
+    there is no folder at all). A file is hashed when its size, inode or times moved,
+    or every file with ``verify``; files that moved and hash as recorded have their
+    new stamps written back (best effort: a read-only cache is hashed each time)."""
     path = folder / MANIFEST
     if not path.is_file():
         return None, f"{folder} has no manifest" if folder.exists() else ""
@@ -292,6 +313,7 @@ def check_store(
             f"{path}: format {manifest.get('format')}, not {FORMAT_VERSION} (format 3 "
             "records each ids file's largest id, checked against the tokenizer)"
         )
+    restamped = False
     for name, want in manifest.get("files", {}).items():
         file = folder / name
         if not file.is_file():
@@ -299,9 +321,19 @@ def check_store(
         stat = file.stat()
         if stat.st_size != want["size"]:
             return None, f"{file} has {stat.st_size} bytes, the manifest {want['size']}"
-        moved = verify or stat.st_mtime_ns != want["mtime_ns"]
-        if moved and _digest(file) != want["sha256"]:
+        stamp = _stamp(stat)
+        moved = verify or any(want.get(key) != value for key, value in stamp.items())
+        if not moved:
+            continue
+        if _digest(file) != want["sha256"]:
             return None, f"{file} differs from the file the manifest recorded"
+        restamped |= any(want.get(key) != value for key, value in stamp.items())
+        want.update(stamp)
+    if restamped:
+        try:
+            _write_json(path, manifest)
+        except OSError as err:
+            log.debug("could not record %s's new file times: %s", folder, err)
     return manifest, ""
 
 
