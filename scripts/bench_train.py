@@ -140,18 +140,20 @@ def compare_compile(trainer: Trainer, args) -> None:
     trains once with each, in random order; prints tokens/s medians and each mode's
     median paired speed-up over eager."""
     check_compile_toolchain(trainer.device)
-    model, decoder = trainer.model, trainer.model.decoder
-    if not decoder.has_step_loop:
-        raise SystemExit("this decoder has no step loop: nothing to compile")
+    model = trainer.model
     modes = [m.strip() for m in args.compile_modes.split(",") if m.strip()]
     bucket = int(trainer.cfg.trainer.compile_bucket)
+    parts = model.compile_steps(modes[0], bucket)
+    if not parts:
+        raise SystemExit("this model steps nothing by hand: nothing to compile")
+    print(f"compiled: {' and '.join(parts)}")
     sync = torch.cuda.synchronize if trainer.device.type == "cuda" else lambda: None
     groups = list(itertools.islice(trainer._micro_batches(), args.batches))
 
     def timed(mode: str, group) -> tuple[int, float]:
-        decoder.compile_loop = False
+        model.eager_steps()
         if mode != "eager":
-            model.compile_step_loop(mode, bucket)
+            model.compile_steps(mode, bucket)
         sync()
         start = time.perf_counter()
         stats = trainer.train_step(group)

@@ -16,6 +16,7 @@ from torch.testing import assert_close
 
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID
 from seq2seq.model import decoder as decoder_module
+from seq2seq.model.deep_gru import DeepGRU
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
 from seq2seq.training import runtime
@@ -81,6 +82,62 @@ def test_compiled_step_loop_equals_eager_for_every_batch_shape(attention, style)
             assert_close(g, r, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"transition_depth": 2},  # the en→de and en→fr recipes
+        {"layer_norm": True, "residual": True, "layers": 3, "transition_depth": 2},
+    ],
+    ids=["deep transition", "all"],
+)
+def test_compiled_deep_gru_step_equals_eager_for_every_batch_shape(options):
+    """``DeepGRU``'s time step through torch.compile: the same outputs, final
+    states and gradients as eager, bidirectional with padding, one compilation for
+    every batch shape. In float64, so that a difference is a bug, not rounding (layer
+    norm over a few units amplifies float32's)."""
+    _needs_toolchain("cpu")
+    torch.manual_seed(0)
+    rnn = DeepGRU(
+        6, 5, options.get("layers", 2), 0.0, True, options.get("layer_norm", False),
+        options["transition_depth"], options.get("residual", False),
+    ).double()  # fmt: skip
+    params = list(rnn.parameters())
+    for i, (b, t) in enumerate([(9, 7), (11, 4), (13, 10)]):
+        x = torch.randn(b, t, 6, dtype=torch.float64, requires_grad=True)
+        lengths = torch.randint(1, t + 1, (b,))
+        lengths[0] = t
+        mask = torch.arange(t)[None] < lengths[:, None]
+        outputs = []
+        for mode in (None, "default"):
+            rnn.compile_mode = mode
+            with torch._dynamo.config.patch(error_on_recompile=i > 0 and bool(mode)):
+                out, h_n = rnn(x, mask=mask)
+            loss = out.square().sum() + h_n.sin().sum()
+            outputs.append((out, h_n, torch.autograd.grad(loss, [x, *params])))
+        (out, h_n, grads), (ref_out, ref_h, ref_grads) = outputs[1], outputs[0]
+        assert_close(out, ref_out, rtol=1e-9, atol=1e-10)
+        assert_close(h_n, ref_h, rtol=1e-9, atol=1e-10)
+        for g, r in zip(grads, ref_grads, strict=True):
+            assert_close(g, r, rtol=1e-9, atol=1e-10)
+
+
+def test_compile_steps_names_what_compiles():
+    deep = tiny_config("luong_general", "luong", feeding=False)
+    deep.encoder.transition_depth = deep.decoder.transition_depth = 2
+    model = build_model(deep, V_SRC, V_TGT)
+    parts = model.compile_steps()
+    assert parts == ["the deep GRU time steps (encoder.rnn, decoder.rnn)"]
+    assert {m.compile_mode for m in model.modules() if isinstance(m, DeepGRU)} == {
+        "default"
+    }
+    model.eager_steps()
+    assert {m.compile_mode for m in model.modules() if isinstance(m, DeepGRU)} == {None}
+    plain = build_model(tiny_config("luong_general", "luong", False), V_SRC, V_TGT)
+    assert plain.compile_steps() == []  # nn.GRU, no step loop: nothing by hand
+    fed = build_model(tiny_config("bahdanau"), V_SRC, V_TGT)
+    assert fed.compile_steps() == ["the decoder's step loop"]
+
+
 def _train_mode_without_dropout(model):
     """Training mode (cuDNN's RNN backward runs in it only) with every dropout at 0:
     inductor draws other random numbers than eager, so none may be drawn."""
@@ -127,7 +184,7 @@ def test_bucketed_step_loop_equals_the_unpadded_one(attention, style, monkeypatc
     for batch in (_batch(9, 5, 4, seed=0), _batch(3, 7, 3, seed=1)):
         model.decoder.compile_loop = False
         want = _loss_weights_grads(model, batch)
-        assert model.compile_step_loop("reduce-overhead", bucket=8)
+        assert model.compile_steps("reduce-overhead", bucket=8)
         got = _loss_weights_grads(model, batch)
         _assert_same(got, want, rtol=1e-5, atol=1e-6)
 
@@ -166,14 +223,14 @@ def test_reduce_overhead_step_loop_equals_eager(attention, device):
         batch = _on(device, batch)
         model.decoder.compile_loop = False
         want = _loss_weights_grads(model, batch)
-        assert model.compile_step_loop("reduce-overhead", bucket=5)
+        assert model.compile_steps("reduce-overhead", bucket=5)
         _assert_same(_loss_weights_grads(model, batch), want, rtol=1e-4, atol=1e-5)
 
 
-def test_compile_step_loop_refuses_an_unknown_mode():
+def test_compile_steps_refuses_an_unknown_mode():
     model = build_model(tiny_config("bahdanau"), V_SRC, V_TGT)
     with pytest.raises(ValueError, match="default or reduce-overhead"):
-        model.compile_step_loop("max-autotune")
+        model.compile_steps("max-autotune")
 
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])

@@ -28,6 +28,7 @@ from torch.nn import functional as F
 
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import Attention, AttentionOutput, Keys, attend_step
+from seq2seq.model.compiled import compiled
 from seq2seq.model.deep_gru import build_rnn
 from seq2seq.model.gru import StackedGRU
 from seq2seq.model.loss import (
@@ -76,23 +77,6 @@ class DecoderOutput(NamedTuple):
     attention: Tensor
     head_attention: Tensor | None
     loss: Tensor | None = None
-
-
-_COMPILED: dict[tuple[Callable, str], Callable] = {}
-
-
-def compiled(fn: Callable, mode: str = "default") -> Callable:
-    """``torch.compile`` of ``fn`` with dynamic shapes, made once per process and mode.
-
-    The batch size and the source length change from batch to batch (token
-    buckets): dynamic shapes let one graph serve them all instead of recompiling
-    per shape. Compiling the plain function, not a bound method, keeps the module
-    free of compiled state (it copies, pickles and saves as usual). ``mode`` is
-    torch.compile's: ``"default"`` or ``"reduce-overhead"`` (CUDA graphs on CUDA, one
-    recorded per distinct shape; on CPU it runs as ``"default"``)."""
-    if (fn, mode) not in _COMPILED:
-        _COMPILED[fn, mode] = torch.compile(fn, dynamic=True, mode=mode)
-    return _COMPILED[fn, mode]
 
 
 def _round_up(n: int, multiple: int) -> int:

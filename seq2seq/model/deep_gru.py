@@ -48,6 +48,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from seq2seq.model.compiled import compiled
 from seq2seq.model.gru import gru_update
 from seq2seq.model.precision import cast_like_autocast
 
@@ -90,6 +91,9 @@ class DeepGRU(nn.Module):
         self.bidirectional = bidirectional
         self.layer_norm, self.transition_depth = layer_norm, transition_depth
         self.residual = residual
+        # torch.compile's mode for each time step (``Seq2Seq.compile_steps``); None:
+        # eager
+        self.compile_mode: str | None = None
         h3, dirs = 3 * hidden_size, 2 if bidirectional else 1
         for k in range(num_layers):
             width = input_size if k == 0 else dirs * hidden_size
@@ -216,29 +220,36 @@ class DeepGRU(nn.Module):
             gain,
         )
 
-    def _step(
-        self,
-        gi: Tensor,
-        h: Tensor,
-        w_hh: Tensor,
-        b_hh: Tensor,
-        gain: Tensor | None,
-        transitions: list[tuple[Tensor, ...]],
-    ) -> Tensor:
-        """One time step of one layer, both directions: gi ``(D, B, 3H)`` (the input
-        side, normalized, biases in), h ``(D, B, H)`` → the new state ``(D, B, H)``."""
-        h = gru_update(gi, self._recurrent(h, w_hh, b_hh, gain), h)
-        for w, b_i, b_h, g in transitions:
-            h = gru_update(b_i.expand_as(gi), self._recurrent(h, w, b_h, g), h)
-        return h
+    def _step(self, *args) -> Tensor:
+        """``deep_step``, through torch.compile when ``compile_mode`` is set."""
+        if self.compile_mode is None:
+            return deep_step(*args)
+        return compiled(deep_step, self.compile_mode)(*args)
 
-    def _recurrent(
-        self, h: Tensor, w: Tensor, bias: Tensor, gain: Tensor | None
-    ) -> Tensor:
-        """``LN(U h) + b`` (or ``U h + b`` without layer norm): ``(D, B, 3H)``."""
-        if gain is None:
-            return torch.baddbmm(bias, h, w)
-        return gate_norm(torch.bmm(h, w), gain) + bias
+
+def deep_step(
+    gi: Tensor,
+    h: Tensor,
+    w_hh: Tensor,
+    b_hh: Tensor,
+    gain: Tensor | None,
+    transitions: list[tuple[Tensor, ...]],
+) -> Tensor:
+    """One time step of one layer, both directions: gi ``(D, B, 3H)`` (the input
+    side, normalized, biases in), h ``(D, B, H)`` → the new state ``(D, B, H)``. A
+    plain function of tensors, so that torch.compile can fuse a step's element-wise
+    work (the gates, the norms, the transitions') into few kernels."""
+    h = gru_update(gi, _recurrent(h, w_hh, b_hh, gain), h)
+    for w, b_i, b_h, g in transitions:
+        h = gru_update(b_i.expand_as(gi), _recurrent(h, w, b_h, g), h)
+    return h
+
+
+def _recurrent(h: Tensor, w: Tensor, bias: Tensor, gain: Tensor | None) -> Tensor:
+    """``LN(U h) + b`` (or ``U h + b`` without layer norm): ``(D, B, 3H)``."""
+    if gain is None:
+        return torch.baddbmm(bias, h, w)
+    return gate_norm(torch.bmm(h, w), gain) + bias
 
 
 def build_rnn(

@@ -20,6 +20,7 @@ from seq2seq.config import (
 from seq2seq.config_checks import check_model
 from seq2seq.model.attention import NoAttention, build_attention
 from seq2seq.model.decoder import DECODERS, Decoder, DecoderState
+from seq2seq.model.deep_gru import DeepGRU
 from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
 from seq2seq.model.self_attention import SelfAttentionStack
 
@@ -119,21 +120,37 @@ class Seq2Seq(nn.Module):
         """Whether the decoder reads the source through an attention (not ``none``)."""
         return not isinstance(self.decoder.attention, NoAttention)
 
-    def compile_step_loop(self, mode: str = "default", bucket: int = 0) -> bool:
-        """Have torch.compile compile the body of the decoder's teacher-forcing step
-        loop at its first call (once for all batch shapes); False when this decoder
-        has no step loop. ``mode``: torch.compile's ``"default"`` or
-        ``"reduce-overhead"`` (CUDA graphs), under which the loop's batch and source
-        length are padded to multiples of ``bucket`` (0: none) so that few graphs
-        are recorded."""
+    def compile_steps(self, mode: str = "default", bucket: int = 0) -> list[str]:
+        """Have torch.compile compile the steps this model takes by hand at their
+        first call (once for all batch shapes): the body of the decoder's
+        teacher-forcing step loop and each ``DeepGRU``'s time step. Returns what
+        compiles, empty when nothing is stepped by hand (``nn.GRU`` runs whole
+        sequences in one call). ``mode``: torch.compile's ``"default"`` or
+        ``"reduce-overhead"`` (CUDA graphs), under which the decoder loop's batch and
+        source length are padded to multiples of ``bucket`` (0: none) so that few
+        graphs are recorded."""
         if mode not in ("default", "reduce-overhead"):
             raise ValueError(f"compile mode {mode!r}: use default or reduce-overhead")
-        if not self.decoder.has_step_loop:
-            return False
-        self.decoder.compile_loop = True
-        self.decoder.compile_mode = mode
-        self.decoder.loop_bucket = bucket
-        return True
+        parts = []
+        if self.decoder.has_step_loop:
+            self.decoder.compile_loop = True
+            self.decoder.compile_mode = mode
+            self.decoder.loop_bucket = bucket
+            parts.append("the decoder's step loop")
+        deep = [n for n, m in self.named_modules() if isinstance(m, DeepGRU)]
+        for name in deep:
+            self.get_submodule(name).compile_mode = mode
+        if deep:
+            parts.append(f"the deep GRU time steps ({', '.join(deep)})")
+        return parts
+
+    def eager_steps(self) -> None:
+        """Undo ``compile_steps``: every step runs eagerly again (benchmarks time
+        one model both ways)."""
+        self.decoder.compile_loop = False
+        for module in self.modules():
+            if isinstance(module, DeepGRU):
+                module.compile_mode = None
 
 
 def validate_model_config(cfg: ModelConfig) -> DecoderStyle:

@@ -1,7 +1,7 @@
 """The training loop: teacher forcing, AMP, clipping, schedules, validation, early stop.
 
 The trainer drives the model through ``forward`` (the objective, ``objective.py``),
-``attends`` and ``compile_step_loop``, and validates through a ``Translator``; when to
+``attends`` and ``compile_steps``, and validates through a ``Translator``; when to
 stop is ``limits.py``'s, what a run keeps ``progress.py``'s. Everything it needs to
 continue exactly after a crash goes into the checkpoint, which must hold this run's
 model (``resume.py``).
@@ -95,7 +95,7 @@ class Trainer:
         ).to(device)
         self.model.decoder.output.chunk_bytes = self.train_cfg.loss_chunk_mb * 2**20
         if self.train_cfg.compile:
-            self._compile_step_loop()
+            self._compile_steps()
         # The module that trains: the model itself, or its DDP wrapper under torchrun.
         self.train_model: torch.nn.Module = self.model
         if self.dist.enabled:
@@ -209,22 +209,24 @@ class Trainer:
             "versions": library_versions(),
         }
 
-    def _compile_step_loop(self) -> None:
-        """``trainer.compile``: the decoder's step loop body goes through
-        torch.compile (compiled at the first step, once for all batch shapes) in
-        ``trainer.compile_mode``."""
+    def _compile_steps(self) -> None:
+        """``trainer.compile``: the steps the model takes by hand (the decoder's
+        loop body, the deep GRU's time step) go through torch.compile (compiled at
+        the first step, once for all batch shapes) in ``trainer.compile_mode``."""
         check_compile_toolchain(self.device)
         mode = str(getattr(self.train_cfg, "compile_mode", "default"))
         bucket = int(getattr(self.train_cfg, "compile_bucket", 0) or 0)
-        if self.model.compile_step_loop(mode, bucket):
+        parts = self.model.compile_steps(mode, bucket)
+        if parts:
             log.info(
-                "trainer.compile: the decoder's step loop compiles (mode %s) at the "
-                "first step",
+                "trainer.compile: %s compile (mode %s) at the first step",
+                " and ".join(parts),
                 mode,
             )
         else:
             log.info(
-                "trainer.compile: this decoder has no step loop; nothing to compile"
+                "trainer.compile: this model steps nothing by hand (nn.GRU and a "
+                "decoder without a step loop); nothing to compile"
             )
 
     def save(self, name: str) -> Path:

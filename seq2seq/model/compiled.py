@@ -1,0 +1,30 @@
+"""torch.compile of the recurrent steps (``trainer.compile``): one compiled function
+per step function and mode, shared by every module that steps it.
+
+The step functions themselves live beside their modules (``decoder.py``'s loop body,
+``deep_gru.deep_step``); each is a plain function of tensors with every projection
+that does not depend on the previous state hoisted out of the time loop by its
+caller, so what is compiled is a step's recurrent matmul and its element-wise work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+_COMPILED: dict[tuple[Callable, str], Callable] = {}
+
+
+def compiled(fn: Callable, mode: str = "default") -> Callable:
+    """``torch.compile`` of ``fn`` with dynamic shapes, made once per process and mode.
+
+    The batch size and the source length change from batch to batch (token
+    buckets): dynamic shapes let one graph serve them all instead of recompiling
+    per shape. Compiling the plain function, not a bound method, keeps the module
+    free of compiled state (it copies, pickles and saves as usual). ``mode`` is
+    torch.compile's: ``"default"`` or ``"reduce-overhead"`` (CUDA graphs on CUDA, one
+    recorded per distinct shape; on CPU it runs as ``"default"``)."""
+    if (fn, mode) not in _COMPILED:
+        _COMPILED[fn, mode] = torch.compile(fn, dynamic=True, mode=mode)
+    return _COMPILED[fn, mode]
