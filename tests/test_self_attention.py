@@ -17,6 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch import nn
 from torch.testing import assert_close
 
+from seq2seq.alignment.attribution import self_attention_attribution
 from seq2seq.cli.align import check_model_view
 from seq2seq.config import (
     AttentionConfig,
@@ -25,8 +26,10 @@ from seq2seq.config import (
     ModelConfig,
     SelfAttentionConfig,
 )
+from seq2seq.data.batching import collate
 from seq2seq.data.tokenizer import PAD_ID
 from seq2seq.decoding.ensemble import Ensemble
+from seq2seq.decoding.maps import without_eos
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import ConfigValueError
 from seq2seq.model.checkpoint import load_checkpoint, save_checkpoint, write_average
@@ -309,6 +312,66 @@ def test_a_checkpoint_from_before_the_setting_loads_and_resumes(trained, tmp_pat
     check_resumable(state, cfg, state["tokenizer"], old)
 
 
+def _attribution_by_hand(translator, src, tgt, layer: int, alpha: float):
+    """``A ⊙ ∂F/∂W`` at ``W = α A`` for block ``layer``, one α, through a patched
+    ``attend`` (not the block's hook): the term that the Riemann sum averages."""
+    from seq2seq.model import self_attention as module
+
+    model = translator.model.eval()
+    batch = collate([(0, src, without_eos(tgt))])
+    with torch.no_grad():
+        fixed = model(
+            batch.src,
+            batch.src_lengths,
+            batch.src_mask,
+            batch.tgt_in,
+            self_weights=True,
+        ).self_attention[0, layer]
+    leaf = (alpha * fixed).requires_grad_(True)
+    calls, original = [], module.attend
+
+    def patched(q, k, v, mask, need_weights=False):
+        calls.append(1)
+        if len(calls) - 1 != layer:
+            return original(q, k, v, mask, need_weights)
+        return leaf[None] @ v, leaf[None]
+
+    module.attend = patched
+    try:
+        logits = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
+    finally:
+        module.attend = original
+    lp = torch.log_softmax(logits.logits.float(), -1)
+    total = lp.gather(2, batch.tgt_out.unsqueeze(2)).sum()
+    (grad,) = torch.autograd.grad(total, leaf)
+    return fixed * grad
+
+
+def test_self_attention_attribution_is_the_integrated_gradient_of_the_weights(
+    trained,
+):
+    """Against the definition, α by α in batches of one: |A ⊙ mean_α ∂F/∂(αA)|,
+    rows normalised; one step is the plain A ⊙ ∂F/∂A."""
+    translator = Translator.from_checkpoint(trained / "checkpoints" / "best.pt")
+    [src] = translator.tokenizer.encode_src(["the small blue chairs"])
+    [tgt] = translator.tokenizer.encode_tgt(["les petites chaises bleues"])
+    steps = 4
+    got = self_attention_attribution(translator, src, tgt, steps=steps)
+    n = len(src) + 1  # with the source EOS
+    assert got.shape == (1, 2, n, n)
+    terms = [_attribution_by_hand(translator, src, tgt, 0, (i + 1) / steps)
+             for i in range(steps)]  # fmt: skip
+    want = (sum(terms) / steps).abs()
+    assert_close(got[0], want / want.sum(-1, keepdim=True), rtol=1e-4, atol=1e-6)
+    assert_close(got.sum(-1), torch.ones(1, 2, n))
+    one = self_attention_attribution(translator, src, tgt, steps=1)[0]
+    last = terms[-1].abs()  # α = 1
+    assert_close(one, last / last.sum(-1, keepdim=True), rtol=1e-4, atol=1e-6)
+    translator.model.self_attention = None
+    with pytest.raises(ConfigValueError, match="no self-attention blocks"):
+        self_attention_attribution(translator, src, tgt)
+
+
 def test_seq2seq_align_draws_a_chosen_layer_and_head(trained):
     best = trained / "checkpoints" / "best.pt"
     common = [f"checkpoint={best}", "text=the small blue chairs", "view=self"]
@@ -349,6 +412,32 @@ def test_seq2seq_align_draws_a_chosen_layer_and_head(trained):
     assert bad.returncode == 2
     assert "head=7 is out of range" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+    attributed = run_script(
+        out.parent,
+        "seq2seq-align",
+        *common,
+        "head=1",
+        "attribution=true",
+        "format=json",
+        f"hydra.run.dir={out}/attr",
+    )
+    assert attributed.stdout.count("Spearman rho(attention, attribution)") == 1
+    [record] = json.loads((out / "attr" / "alignments.json").read_text())
+    assert record["attribution_method"] == "attention attribution"
+    attr = np.array(record["attribution"])
+    assert attr.shape == weights.shape
+    np.testing.assert_allclose(attr.sum(1), 1.0, atol=1e-5)
+    assert -1.0 <= record["spearman"] <= 1.0
+    html = run_script(
+        out.parent,
+        "seq2seq-align",
+        *common,
+        "attribution=true",
+        "format=html",
+        f"hydra.run.dir={out}/attr_html",
+        check=False,
+    )
+    assert html.returncode == 2 and "format=png, terminal, json or npy" in html.stderr
 
 
 def test_guided_alignment_trains_the_blocks_too(tmp_path):

@@ -5,6 +5,17 @@ how much the log-probability of each target token would move if a source token's
 embedding were scaled: ``a_ts = |Σ_d ∂ log p(y_t) / ∂x_sd · x_sd|``, normalised per
 target row. Neither is a causal explanation; where they disagree, the attention map
 alone would mislead. Their agreement is summarised by a Spearman rank correlation.
+
+A self-attention head has no output word of its own, so its weights are compared with
+their *attention attribution* (Hao et al., 2021, "Self-Attention Attribution"): how
+much the log-probability of the whole reference, ``F = Σ_t log p(y_t)``, owes to each
+weight of the head, integrated along the path that scales the block's weights from 0
+to what the model computed::
+
+    Attr(A_h) = | A_h ⊙ ∫₀¹ ∂F(α A) / ∂A_h dα |      (a Riemann sum of ``steps`` points)
+
+normalised per query row like the weights. A weight that is large but whose removal
+would not move ``F`` gets little attribution, and the reverse.
 """
 
 from __future__ import annotations
@@ -20,6 +31,9 @@ from seq2seq.data.batching import collate
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import ConfigValueError
 from seq2seq.model.seq2seq import Seq2Seq
+
+GRADIENT_X_INPUT = "gradient × input"
+ATTENTION_ATTRIBUTION = "attention attribution"
 
 
 def grad_times_input(
@@ -77,6 +91,56 @@ def model_attribution(
         return lp.gather(1, batch.tgt_out[0].unsqueeze(1)).squeeze(1)  # (T,)
 
     return grad_times_input(log_probs, base)
+
+
+def self_attention_attribution(
+    translator: Translator, src_ids: list[int], tgt_ids: list[int], steps: int = 20
+) -> Tensor:
+    """Each block's heads' attention attribution ``(layers, heads, S + 1, S + 1)`` of a
+    teacher-forced pair (module docstring), rows normalised; the weights' layout
+    (rows: the querying source piece, the source EOS last). Each block's ``steps``
+    scaled copies run as one batch; dropout off, fp32."""
+    model = translator.model
+    if not isinstance(model, Seq2Seq):
+        raise ConfigValueError(
+            "attribution=true explains one model: give one checkpoint, not an ensemble"
+        )
+    blocks = [] if model.self_attention is None else list(model.self_attention.blocks)
+    if not blocks:
+        raise ConfigValueError("this model has no self-attention blocks to attribute")
+    model.eval()
+    one = collate([(0, list(src_ids), without_eos(tgt_ids))]).to(translator.device)
+    with torch.no_grad():
+        forced = model(
+            one.src, one.src_lengths, one.src_mask, one.tgt_in, self_weights=True
+        )
+    maps = forced.self_attention  # (1, layers, heads, S, S), float32
+    alphas = torch.arange(1, steps + 1, device=translator.device) / steps
+    batch = collate([(i, list(src_ids), without_eos(tgt_ids)) for i in range(steps)])
+    batch = batch.to(translator.device)
+    out = []
+    for layer, block in enumerate(blocks):
+        fixed = maps[0, layer].float()  # (heads, S, S)
+        scaled = (alphas[:, None, None, None] * fixed).requires_grad_(True)
+
+        def hook(q, k, v, mask, scaled=scaled):
+            return scaled.to(v.dtype) @ v, scaled
+
+        block.weights_hook = hook
+        try:
+            with torch.enable_grad():
+                logits = model(
+                    batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in
+                )
+                lp = torch.log_softmax(logits.logits.float(), dim=-1)
+                total = lp.gather(2, batch.tgt_out.unsqueeze(2)).sum()
+                (grad,) = torch.autograd.grad(total, scaled)
+        finally:
+            block.weights_hook = None
+        attr = (fixed * grad.mean(dim=0)).abs()  # the Riemann sum's mean over α
+        rows = attr.sum(dim=-1, keepdim=True)
+        out.append(torch.where(rows > 0, attr / rows.clamp_min(1e-30), attr))
+    return torch.stack(out)
 
 
 def rank(values: np.ndarray) -> np.ndarray:

@@ -144,8 +144,10 @@ def plot_comparison(
     src_tokens: Sequence[str],
     tgt_tokens: Sequence[str],
     title: str | None = None,
+    method: str = "gradient × input",
 ) -> Figure:
-    """Attention ``(T, S)`` beside a gradient × input attribution ``(T, S)``.
+    """Attention ``(T, S)`` beside an attribution ``(T, S)`` (gradient × input, or a
+    self-attention head's attention attribution: ``method``).
 
     Both panels share the [0, 1] colour scale (each attribution row sums to 1, like
     an attention row); where they differ, the weights and the model's sensitivity
@@ -154,7 +156,7 @@ def plot_comparison(
     panels = [
         ("attention", as_matrix(weights, len(src_tokens), len(tgt_tokens))),
         (
-            "attribution (gradient × input)",
+            f"attribution ({method})",
             as_matrix(attribution, len(src_tokens), len(tgt_tokens)),
         ),
     ]
@@ -175,7 +177,12 @@ def alignment_figure(att: AttentionMap, title: str | None = None) -> Figure:
     title = title or att.title or None
     if att.attribution is not None:
         return plot_comparison(
-            att.weights, att.attribution, att.src_tokens, att.tgt_tokens, title=title
+            att.weights,
+            att.attribution,
+            att.src_tokens,
+            att.tgt_tokens,
+            title=title,
+            method=att.attribution_method,
         )
     if att.heads is not None:
         return plot_heads(att.heads, att.src_tokens, att.tgt_tokens, title=title)

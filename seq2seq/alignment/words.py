@@ -153,7 +153,8 @@ def merge_subwords(
 
 def merged(att: AttentionMap) -> AttentionMap:
     """The same map over words: pieces merged (``merge_subwords``) in the weights, the
-    heads, the attribution and the self-attention (source on both axes) alike."""
+    heads, the attribution and the self-attention and its attribution (source on both
+    axes) alike."""
 
     def merge(matrix):
         return merge_subwords(matrix, att.src_tokens, att.tgt_tokens)[0]
@@ -164,9 +165,12 @@ def merged(att: AttentionMap) -> AttentionMap:
     weights, src, tgt = merge_subwords(att.weights, att.src_tokens, att.tgt_tokens)
     heads = None if att.heads is None else np.stack([merge(h) for h in att.heads])
     attr = None if att.attribution is None else merge(att.attribution)
-    selfs = att.self_attention
-    if selfs is not None:
-        selfs = np.stack([np.stack([merge_self(h) for h in lay]) for lay in selfs])
+
+    def merge_layers(maps):  # (layers, heads, S, S) or None
+        if maps is None:
+            return None
+        return np.stack([np.stack([merge_self(h) for h in lay]) for lay in maps])
+
     return replace(
         att,
         src_tokens=src,
@@ -174,5 +178,6 @@ def merged(att: AttentionMap) -> AttentionMap:
         weights=weights,
         heads=heads,
         attribution=attr,
-        self_attention=selfs,
+        self_attention=merge_layers(att.self_attention),
+        self_attribution=merge_layers(att.self_attribution),
     )

@@ -89,9 +89,9 @@ def _check_view(cfg: DictConfig) -> None:
         "source and target: drop one",
     )
     require(
-        not cfg.attribution,
-        "attribution=true compares the cross-attention with gradient x input; there "
-        "is none for a self-attention head: drop one (or view=cross)",
+        not (cfg.attribution and AlignFormat(cfg.format) == AlignFormat.html),
+        "view=self attribution=true draws in format=png, terminal, json or npy; the "
+        "html page shows the cross-attention's attribution",
     )
     require(
         len(checkpoint_paths(cfg.checkpoint)) == 1,
@@ -190,12 +190,22 @@ def collect(cfg: DictConfig, translator) -> list:
     """The sentences the user asked for, decoded or forced to their references, as
     attention maps. Gold links are attached only when the references are forced:
     their indices count the reference's words, not a hypothesis's."""
-    from seq2seq.alignment.attribution import model_attribution, spearman
+    from seq2seq.alignment.attribution import (
+        model_attribution,
+        self_attention_attribution,
+        spearman,
+    )
 
     split, titles, forced = pairs(cfg, translator)
     maps = translator.attention_maps(split, titles, forced and cfg.text is None)
-    if cfg.attribution:
-        for att, src, tgt in zip(maps, split.src_ids, split.tgt_ids, strict=True):
+    if not cfg.attribution:
+        return maps
+    on_self = AttentionView(cfg.view) == AttentionView.self
+    for att, src, tgt in zip(maps, split.src_ids, split.tgt_ids, strict=True):
+        if on_self:  # each head's, drawn by the view (views.self_view)
+            attr = self_attention_attribution(translator, src, tgt)
+            att.self_attribution = attr.cpu().numpy()
+        else:
             att.attribution = model_attribution(translator, src, tgt).cpu().numpy()
             att.spearman = spearman(att.weights, att.attribution)
     return maps
@@ -257,16 +267,14 @@ def run_align(cfg: DictConfig, out_dir: Path) -> Path | None:
     check_model_view(cfg, translator.config.model)
     items = collect(cfg, translator)
     print(CAVEAT)
-    for att in items:
-        if att.spearman is not None:
-            rho = att.spearman
-            print(f"{att.title}: Spearman rho(attention, attribution) = {rho:.3f}")
     fmt = AlignFormat(cfg.format)
     if cfg.merge_subwords and not (fmt == AlignFormat.pharaoh and cfg.words):
         items = [merged(a) for a in items]  # words=true regroups the pieces itself
     if fmt == AlignFormat.html:  # the page holds every view and switches itself
+        say_spearman(items)
         return emit(cfg, out_dir, "alignments.html", alignment_html(items))
     items = [view_of(cfg, att) for att in items]
+    say_spearman(items)
     if fmt == AlignFormat.pharaoh:
         lines = [
             export.pharaoh_line(a, cfg.words, cfg.shifted, cfg.threshold) for a in items
@@ -277,7 +285,7 @@ def run_align(cfg: DictConfig, out_dir: Path) -> Path | None:
             print(att.title)
             print(alignment_terminal(att.weights, att.src_tokens, att.tgt_tokens))
             if att.attribution is not None:
-                print("attribution (gradient x input):")
+                print(f"attribution ({att.attribution_method}):")
                 print(
                     alignment_terminal(att.attribution, att.src_tokens, att.tgt_tokens)
                 )
@@ -289,6 +297,14 @@ def run_align(cfg: DictConfig, out_dir: Path) -> Path | None:
     write(items, folder)
     print(f"wrote {len(items)} {fmt} file(s) to {folder}")
     return folder
+
+
+def say_spearman(items) -> None:
+    """Each map's Spearman ρ between its weights and its attribution, when asked."""
+    for att in items:
+        if att.spearman is not None:
+            rho = att.spearman
+            print(f"{att.title}: Spearman rho(attention, attribution) = {rho:.3f}")
 
 
 def view_of(cfg: DictConfig, att):

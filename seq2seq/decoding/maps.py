@@ -40,7 +40,9 @@ class AttentionMap:
     input) and its Spearman correlation with the weights, when asked for;
     self_attention ``(layers, heads, S, S)``, the encoder's self-attention over
     ``src_tokens`` on both axes (rows: the querying source token, columns: the
-    attended one), for a model with self-attention blocks."""
+    attended one), for a model with self-attention blocks; self_attribution, the
+    same shape, each head's attention attribution (``alignment/attribution.py``),
+    when asked for; attribution_method names the attribution's method."""
 
     src_tokens: list[str]
     tgt_tokens: list[str]
@@ -51,6 +53,8 @@ class AttentionMap:
     spearman: float | None = None
     title: str = ""
     self_attention: np.ndarray | None = None
+    self_attribution: np.ndarray | None = None
+    attribution_method: str = "gradient × input"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record (lists, no NaN); optional parts only when present."""
@@ -68,8 +72,11 @@ class AttentionMap:
             record["attribution"] = np.asarray(self.attribution).tolist()
             rho = self.spearman
             record["spearman"] = None if rho is None or np.isnan(rho) else float(rho)
+            record["attribution_method"] = self.attribution_method
         if self.self_attention is not None:
             record["self_attention"] = np.asarray(self.self_attention).tolist()
+        if self.self_attribution is not None:
+            record["self_attribution"] = np.asarray(self.self_attribution).tolist()
         return record
 
 

@@ -31,6 +31,7 @@ checks both paths equal). Nothing is stored on the modules.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -69,6 +70,9 @@ class SelfAttentionBlock(nn.Module):
         self.ffn_in = nn.Linear(size, ffn)
         self.ffn_out = nn.Linear(ffn, size)
         self.dropout = nn.Dropout(dropout)
+        # (q, k, v, mask) → (context, weights) in place of ``attend``: attribution
+        # (``alignment/attribution.py``) runs the block on weights it chooses
+        self.weights_hook: Callable[..., tuple[Tensor, Tensor]] | None = None
 
     def forward(
         self, x: Tensor, mask: Tensor, need_weights: bool = False
@@ -78,7 +82,10 @@ class SelfAttentionBlock(nn.Module):
         b, s, d = x.shape
         qkv = self.qkv(self.norm_attn(x)).view(b, s, 3, self.heads, d // self.heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, S, dₕ)
-        context, weights = attend(q, k, v, mask, need_weights)
+        if self.weights_hook is None:
+            context, weights = attend(q, k, v, mask, need_weights)
+        else:
+            context, weights = self.weights_hook(q, k, v, mask)
         context = context.transpose(1, 2).reshape(b, s, d)  # heads side by side
         a = x + self.dropout(self.out(context))
         hidden = torch.relu(self.ffn_in(self.norm_ffn(a)))  # (B, S, ffn)
