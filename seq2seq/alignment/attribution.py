@@ -14,8 +14,10 @@ to what the model computed::
 
     Attr(A_h) = | A_h ⊙ ∫₀¹ ∂F(α A) / ∂A_h dα |      (a Riemann sum of ``steps`` points)
 
-normalised per query row like the weights. A weight that is large but whose removal
-would not move ``F`` gets little attribution, and the reverse.
+scaled so that each head's largest is 1 (Hao et al. draw it so). Not normalised per
+row: a head's rows often put nearly all their weight on one key, where a row-normalised
+attribution could only agree with it; scaled per head, the attribution also says which
+queries' attention ``F`` depends on, which the weights (every row sums to 1) cannot.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def self_attention_attribution(
     translator: Translator, src_ids: list[int], tgt_ids: list[int], steps: int = 20
 ) -> Tensor:
     """Each block's heads' attention attribution ``(layers, heads, S + 1, S + 1)`` of a
-    teacher-forced pair (module docstring), rows normalised; the weights' layout
+    teacher-forced pair (module docstring), each head's largest 1; the weights' layout
     (rows: the querying source piece, the source EOS last). Each block's ``steps``
     scaled copies run as one batch; dropout off, fp32."""
     model = translator.model
@@ -138,8 +140,8 @@ def self_attention_attribution(
         finally:
             block.weights_hook = None
         attr = (fixed * grad.mean(dim=0)).abs()  # the Riemann sum's mean over α
-        rows = attr.sum(dim=-1, keepdim=True)
-        out.append(torch.where(rows > 0, attr / rows.clamp_min(1e-30), attr))
+        top = attr.amax(dim=(-2, -1), keepdim=True)  # per head
+        out.append(torch.where(top > 0, attr / top.clamp_min(1e-30), attr))
     return torch.stack(out)
 
 
