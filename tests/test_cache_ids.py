@@ -105,7 +105,7 @@ def test_bytes_changed_with_their_time_put_back_are_hashed(prepared):
     assert why == f"{ids} differs from the file the manifest recorded"
 
 
-def test_a_copy_is_hashed_once_then_trusted(prepared, monkeypatch):
+def test_a_fresh_cache_is_trusted_a_copy_hashed_once(prepared, monkeypatch):
     from seq2seq.data import store
 
     copy = prepared.cache_dir.with_name("copy")
@@ -113,6 +113,8 @@ def test_a_copy_is_hashed_once_then_trusted(prepared, monkeypatch):
     hashed: list[str] = []
     digest = store._digest
     monkeypatch.setattr(store, "_digest", lambda p: hashed.append(p.name) or digest(p))
+    assert check_store(prepared.cache_dir)[0] is not None
+    assert hashed == []  # as built: stat calls only
     assert check_store(copy)[0] is not None
     files = json.loads((copy / MANIFEST).read_text())["files"]
     assert len(hashed) == len(files)  # every file, once
