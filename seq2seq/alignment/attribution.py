@@ -34,7 +34,6 @@ from seq2seq.decoding.translator import Translator
 from seq2seq.errors import ConfigValueError
 from seq2seq.model.seq2seq import Seq2Seq
 
-GRADIENT_X_INPUT = "gradient × input"
 ATTENTION_ATTRIBUTION = "attention attribution"
 
 
