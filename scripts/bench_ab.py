@@ -22,10 +22,16 @@ Changes (``before`` → ``after``, as in the code now):
   and ``split``, whose backward joins the parts' gradients once instead of writing a
   zero tensor the size of the whole for each. It pays where a ``DeepGRU`` runs: give
   its options as model overrides.
+- ``recurrence``: ``DeepGRU``'s time loop under autograd, a step at a time → one
+  autograd function with a hand-written backward (``model/gru_recurrence.py``). It
+  pays where a ``DeepGRU`` runs without layer norm: give its options as overrides.
 
     python scripts/bench_ab.py rows --precision fp32 --batch-tokens 2048 --rounds 4
     python scripts/bench_ab.py slices --batch-tokens 2048 encoder.transition_depth=2 \
         decoder.transition_depth=2
+    python scripts/bench_ab.py recurrence --batch-tokens 2048 encoder.layers=2 \
+        attention.type=luong_general decoder.input_feeding=false tie_embeddings=true \
+        encoder.transition_depth=2 decoder.transition_depth=2  # the en→de model
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
 from seq2seq.training.optim import build_optimizer
 
-CHANGES = ("rows", "keys", "sort", "slices")
+CHANGES = ("rows", "keys", "sort", "slices", "recurrence")
 
 
 @contextlib.contextmanager
@@ -110,6 +116,19 @@ def sliced_steps() -> Iterator[None]:
         torch.Tensor.unbind = unbind
 
 
+@contextlib.contextmanager
+def stepped_recurrence(model: torch.nn.Module) -> Iterator[None]:
+    """Every ``DeepGRU`` of ``model`` stepped under autograd (same values)."""
+    grus = [m for m in model.modules() if isinstance(m, deep_gru.DeepGRU)]
+    for m in grus:
+        m.fused = False
+    try:
+        yield
+    finally:
+        for m in grus:
+            m.fused = True
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("change", choices=CHANGES)
@@ -142,8 +161,12 @@ def main() -> None:
     def step(batch: Batch, after: bool) -> float:
         rows = batch.tgt_rows if after or args.change != "rows" else None
         old_code = None  # the context that puts the code as it was before
-        if not after and args.change in ("keys", "slices"):
-            old_code = keys_per_step() if args.change == "keys" else sliced_steps()
+        if not after and args.change in ("keys", "slices", "recurrence"):
+            old_code = {
+                "keys": keys_per_step,
+                "slices": sliced_steps,
+                "recurrence": lambda: stepped_recurrence(model),
+            }[args.change]()
         start = time.perf_counter()
         with old_code or contextlib.nullcontext(), autocast(torch.device("cpu"), amp):
             out = model(

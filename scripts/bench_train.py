@@ -6,6 +6,7 @@ after a warm-up, then times one full validation (loss + greedy decoding + BLEU).
     python scripts/bench_train.py --steps 150 --threads 2
     python scripts/bench_train.py --attention luong_general --no-input-feeding
     python scripts/bench_train.py --compare-compile --batch-tokens 1152
+    python scripts/bench_train.py --warmup 5 --profile 5   # where a step's time goes
     python scripts/bench_train.py --compare-compile \
         --compile-modes default,reduce-overhead
     python scripts/bench_train.py --experiment wmt14_en_de --corpus /tmp/wmt_synth \
@@ -78,6 +79,13 @@ def parse_args() -> argparse.Namespace:
         help="--compare-compile: torch.compile modes to time against eager, "
         "comma-separated (default, reduce-overhead)",
     )
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="profile N steps after --warmup: the operators by self time",
+    )
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides")
     return p.parse_args()
 
@@ -133,6 +141,19 @@ def timed_windows(trainer: Trainer, args) -> list[float]:
                 rates.append(tokens / (now - start))
                 start, tokens = now, 0
     return rates
+
+
+def profile_steps(trainer: Trainer, args) -> None:
+    """``torch.profiler`` over ``args.profile`` training steps after the warm-up: the
+    operators by self time, to see where a step goes."""
+    groups = itertools.islice(trainer._micro_batches(), args.warmup + args.profile)
+    groups = list(groups)
+    for group in groups[: args.warmup]:
+        trainer.train_step(group)
+    with torch.profiler.profile() as prof:
+        for group in groups[args.warmup :]:
+            trainer.train_step(group)
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 
 
 def compare_compile(trainer: Trainer, args) -> None:
@@ -192,6 +213,9 @@ def main() -> None:
     trainer = build_trainer(args)
     if args.compare_compile:
         compare_compile(trainer, args)
+        return
+    if args.profile:
+        profile_steps(trainer, args)
         return
     rates = timed_windows(trainer, args)
     valid = "-", "-"

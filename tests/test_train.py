@@ -287,7 +287,8 @@ def test_bf16_autocast_on_cpu_trains_and_validates_with_fp32_weights(tmp_path):
     exact, low = _losses(tmp_path / "fp32"), _losses(tmp_path / "bf16")
     # same seed, weights and first batch: the same loss up to bf16 rounding
     assert low[1] == pytest.approx(exact[1], rel=0.02)
-    assert low[1] != exact[1], "bf16 autocast did not run"
+    # (the first loss is close to log V at any precision: look at the run's)
+    assert any(low[s] != exact[s] for s in low), "bf16 autocast did not run"
     values = list(low.values())
     assert sum(values[-5:]) < sum(values[:5])
     assert all(p.dtype == torch.float32 for p in bf16.model.parameters())

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.config import AttentionType, Normalizer
+from seq2seq.model.shape_buckets import bmm_varying, linear_rows
 
 
 class Keys(NamedTuple):
@@ -90,7 +91,7 @@ def masked_normalize(
 def read(weights: Tensor, values: Tensor) -> Tensor:
     """Context ``c = Σⱼ αⱼ hⱼ``: weights ``(B, T, S)``, values ``(B, S, Hv)`` →
     ``(B, T, Hv)``."""
-    return torch.bmm(weights.to(values.dtype), values)
+    return bmm_varying(weights.to(values.dtype), values)
 
 
 class Attention(nn.Module):
@@ -177,7 +178,7 @@ class LuongDotAttention(Attention):
             )
 
     def score(self, query: Tensor, keys: Keys) -> Tensor:
-        return torch.bmm(query, keys.keys.transpose(1, 2))  # (B, T, S)
+        return bmm_varying(query, keys.keys.transpose(1, 2))  # (B, T, S)
 
 
 class LuongGeneralAttention(Attention):
@@ -189,10 +190,11 @@ class LuongGeneralAttention(Attention):
         self.key_proj = nn.Linear(memory_size, query_size, bias=False)  # W
 
     def prepare(self, memory: Tensor, mask: Tensor) -> Keys:
-        return Keys(memory, self.key_proj(memory), mask)  # keys (B, S, Hq)
+        keys = linear_rows(memory, self.key_proj.weight)  # (B, S, Hq)
+        return Keys(memory, keys, mask)
 
     def score(self, query: Tensor, keys: Keys) -> Tensor:
-        return torch.bmm(query, keys.keys.transpose(1, 2))  # (B, T, S)
+        return bmm_varying(query, keys.keys.transpose(1, 2))  # (B, T, S)
 
 
 class MultiHeadAttention(Attention):

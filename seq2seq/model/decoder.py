@@ -30,6 +30,7 @@ from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import Attention, AttentionOutput, Keys, attend_step
 from seq2seq.model.compiled import compiled
 from seq2seq.model.deep_gru import build_rnn
+from seq2seq.model.dropout import Dropout, dropout
 from seq2seq.model.gru import StackedGRU
 from seq2seq.model.loss import (
     DEFAULT_LOSS_CHUNK_MB,
@@ -38,6 +39,7 @@ from seq2seq.model.loss import (
     token_loss,
 )
 from seq2seq.model.precision import cast_like_autocast
+from seq2seq.model.shape_buckets import linear_rows, pad_loss_rows
 
 
 class DecoderState(NamedTuple):
@@ -148,7 +150,7 @@ class OutputLayer(nn.Module):
         tied: nn.Embedding | None = None,
     ) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre = nn.Identity()
         in_size = feature_size
         if tied is not None and tied.embedding_dim != feature_size:
@@ -170,6 +172,7 @@ class OutputLayer(nn.Module):
         in one piece while the logits fit in ``chunk_bytes`` (float32), else fused
         with the projection in chunks of rows that do (``linear_token_loss``; on CPU
         chunks of at most 32 MB), so a large vocabulary's logits never exist whole."""
+        features, targets = pad_loss_rows(features, targets)
         x = self.pre(self.dropout(features))
         vocab = self.proj.out_features
         if not self.chunk_bytes or x.size(0) * vocab * 4 <= self.chunk_bytes:
@@ -247,7 +250,7 @@ class Decoder(nn.Module):
         self.input_feeding = input_feeding and self.supports_feeding
         self.feed_size = hidden_size if self.input_feeding else 0
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
-        self.emb_dropout = nn.Dropout(emb_dropout)
+        self.emb_dropout = Dropout(emb_dropout)
         self.attention = attention
         deep = {"layer_norm": layer_norm, "transition_depth": transition_depth}
         self.rnn = build_rnn(
@@ -544,7 +547,7 @@ class LuongDecoder(Decoder):
         [dropout(h_{k-1}); c]; from the third layer up, with ``residual``, it adds its
         dropped-out output to h_{k-1}."""
         x, finals = low, []
-        drop = partial(F.dropout, p=self.layer_dropout, training=self.training)
+        drop = partial(dropout, p=self.layer_dropout, training=self.training)
         for k, rnn in enumerate(self.upper, start=1):
             out, h = rnn(torch.cat([drop(x), context], dim=-1), hidden[k - 1 : k])
             x = x + drop(out) if self.residual and k >= 2 else out
@@ -596,7 +599,8 @@ class LuongDecoder(Decoder):
             return self._layered_features(emb, state)
         out, _ = self.rnn(emb, state.hidden)  # (B, T, H): one call over all steps
         att = self.attention.attend(out, state.keys)  # (B, T, C), (B, T, S)
-        feats = torch.tanh(self.feature(torch.cat([att.context, out], dim=-1)))
+        feats = torch.cat([att.context, out], dim=-1)  # W_c, rows in buckets under bf16
+        feats = torch.tanh(linear_rows(feats, self.feature.weight, self.feature.bias))
         return feats, att.weights, att.head_weights
 
     def _fed_features(

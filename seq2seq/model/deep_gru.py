@@ -49,8 +49,11 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from seq2seq.model.compiled import compiled
+from seq2seq.model.dropout import dropout
 from seq2seq.model.gru import gru_update
+from seq2seq.model.gru_recurrence import gru_layer
 from seq2seq.model.precision import cast_like_autocast
+from seq2seq.model.shape_buckets import linear_rows
 
 # The normalization's ε, as nn.LayerNorm's
 NORM_EPS = 1e-5
@@ -94,6 +97,9 @@ class DeepGRU(nn.Module):
         # torch.compile's mode for each time step (``Seq2Seq.compile_steps``); None:
         # eager
         self.compile_mode: str | None = None
+        # Without layer norm and uncompiled: the whole loop as one autograd function
+        # with a hand-written backward (model/gru_recurrence.py); False: step by step
+        self.fused = True
         h3, dirs = 3 * hidden_size, 2 if bidirectional else 1
         for k in range(num_layers):
             width = input_size if k == 0 else dirs * hidden_size
@@ -156,9 +162,9 @@ class DeepGRU(nn.Module):
             finals.append(h_n)
             last = k == self.num_layers - 1
             if self.residual and k >= 2:
-                out = layer_in + F.dropout(out, self.dropout, self.training)
+                out = layer_in + dropout(out, self.dropout, self.training)
             elif not last:
-                out = F.dropout(out, self.dropout, self.training)
+                out = dropout(out, self.dropout, self.training)
             layer_in = out
         return layer_in, torch.cat(finals)
 
@@ -170,35 +176,61 @@ class DeepGRU(nn.Module):
         dirs = h0.size(0)
         # Input side for all steps, each direction in its own time order: (D, T, B, 3H)
         w_ih = cast_like_autocast(self._stacked(k, "weight_ih{}").flatten(0, 1))
-        gi = F.linear(x.transpose(0, 1), w_ih)  # (T, B, D·3H), one matmul
+        gi = linear_rows(x.transpose(0, 1), w_ih)  # (T, B, D·3H), one matmul
         gi = gi.unflatten(-1, (dirs, -1)).permute(2, 0, 1, 3)
         if self.layer_norm:
             gi = gate_norm(gi, self._stacked(k, "norm_ih{}")[:, None, None])
         gi = gi + self._stacked(k, "bias_ih{}")[:, None, None]
         if dirs == 2:
             gi = torch.stack([gi[0], gi[1].flip(0)])
+        masks = None
         if mask is not None:
             m = mask.t().unsqueeze(-1)  # (T, B, 1)
-            m = torch.stack([m, m.flip(0)]) if dirs == 2 else m.unsqueeze(0)
-            masks = m.unbind(1)  # T × (D, B, 1)
+            masks = torch.stack([m, m.flip(0)]) if dirs == 2 else m.unsqueeze(0)
         w_hh = self._recurrent_weights(k)  # (D, H, 3H)
         b_hh = self._stacked(k, "bias_hh{}").unsqueeze(1)  # (D, 1, 3H)
         gain = self._stacked(k, "norm_hh{}").unsqueeze(1) if self.layer_norm else None
         transitions = [self._transition(k, d) for d in range(1, self.transition_depth)]
+        if self.fused and gain is None and self.compile_mode is None:
+            out, h = gru_layer(
+                gi,
+                h0,
+                masks,
+                [w_hh] + [w for w, _, _, _ in transitions],
+                [b_hh] + [b_i for _, b_i, _, _ in transitions],
+                [b_hh] + [b_h for _, _, b_h, _ in transitions],
+            )
+        else:
+            out, h = self._loop(gi, h0, masks, w_hh, b_hh, gain, transitions)
+        # out (D, T, B, H), the backward direction in reverse time
+        out = torch.cat([out[0], out[1].flip(0)], -1) if dirs == 2 else out[0]
+        return out.transpose(0, 1), h
+
+    def _loop(
+        self,
+        gi: Tensor,
+        h0: Tensor,
+        masks: Tensor | None,
+        w_hh: Tensor,
+        b_hh: Tensor,
+        gain: Tensor | None,
+        transitions: list[tuple[Tensor, ...]],
+    ) -> tuple[Tensor, Tensor]:
+        """The time loop under autograd, a step at a time (``deep_step``), for layer
+        norm or a compiled step: ``gru_layer``'s arguments → its results."""
+        steps = masks.unbind(1) if masks is not None else None  # T × (D, B, 1)
         # unbind, not gi[:, t]: its backward stacks the steps' gradients once, where
         # each slice's would write a zero tensor the size of gi (O(T²) per layer)
         h, outs = h0, []
         for t, gi_t in enumerate(gi.unbind(1)):
             new = self._step(gi_t, h, w_hh, b_hh, gain, transitions)
-            if mask is not None:
-                new = new * masks[t]  # zeros at padding: the output there
-                h = torch.where(masks[t], new, h)
+            if steps is not None:
+                new = new * steps[t]  # zeros at padding: the output there
+                h = torch.where(steps[t], new, h)
             else:
                 h = new
             outs.append(new)
-        out = torch.stack(outs, dim=1)  # (D, T, B, H); backward in reverse time
-        out = torch.cat([out[0], out[1].flip(0)], -1) if dirs == 2 else out[0]
-        return out.transpose(0, 1), h
+        return torch.stack(outs, dim=1), h
 
     def _recurrent_weights(self, k: int, sfx: str = "") -> Tensor:
         """The directions' ``weight_hh`` (of transition ``sfx``) of layer ``k``

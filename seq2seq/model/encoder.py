@@ -14,6 +14,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.data.tokenizer import PAD_ID
 from seq2seq.model.deep_gru import DeepGRU, build_rnn
+from seq2seq.model.dropout import Dropout
 
 
 class EncoderOutput(NamedTuple):
@@ -49,7 +50,7 @@ class BiGRUEncoder(nn.Module):
         """``layer_norm``, ``transition_depth`` and ``residual``: see ``DeepGRU``."""
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
-        self.emb_dropout = nn.Dropout(emb_dropout)
+        self.emb_dropout = Dropout(emb_dropout)
         self.rnn = build_rnn(
             emb_dim,
             hidden_size,

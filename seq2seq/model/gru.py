@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from seq2seq.model.dropout import dropout
 from seq2seq.model.precision import cast_like_autocast
 
 
@@ -87,7 +88,7 @@ class StackedGRU:
         out = []
         for k, h in enumerate(hidden):
             if k > 0:
-                x = F.dropout(out[-1], self.dropout, self.training)
+                x = dropout(out[-1], self.dropout, self.training)
                 gi = F.linear(x, self.w_ih[k], self.b_ih[k])
             out.append(gru_update(gi, torch.addmm(self.b_hh[k], h, self.w_hh[k]), h))
         return out

@@ -37,6 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seq2seq.model.dropout import Dropout
+
 
 def attend(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor, need_weights: bool = False
@@ -69,7 +71,7 @@ class SelfAttentionBlock(nn.Module):
         self.norm_ffn = nn.LayerNorm(size)
         self.ffn_in = nn.Linear(size, ffn)
         self.ffn_out = nn.Linear(ffn, size)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         # (q, k, v, mask) → (context, weights) in place of ``attend``: attribution
         # (``alignment/attribution.py``) runs the block on weights it chooses
         self.weights_hook: Callable[..., tuple[Tensor, Tensor]] | None = None

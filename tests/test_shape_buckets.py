@@ -1,0 +1,105 @@
+"""Matmul rows padded to buckets under CPU bf16 autocast (``model/shape_buckets.py``):
+the buckets are few and at most 1/8 larger; the padded products give the values and
+gradients of the unpadded ones; the output layer's padded rows add nothing to the
+loss; a ``DeepGRU`` over a padded batch equals the stepped one; nothing is padded in
+fp32."""
+
+import copy
+
+import torch
+from torch.nn import functional as F
+from torch.testing import assert_close
+
+from seq2seq.model.decoder import OutputLayer
+from seq2seq.model.deep_gru import DeepGRU
+from seq2seq.model.shape_buckets import (
+    bmm_varying,
+    bucket_size,
+    buckets_active,
+    linear_rows,
+)
+
+BF16 = {"device_type": "cpu", "dtype": torch.bfloat16}
+
+
+def test_buckets_are_eight_per_octave_and_at_most_an_eighth_larger():
+    sizes = [bucket_size(n) for n in range(1, 4097)]
+    assert sizes[:16] == list(range(1, 17))
+    for n, size in enumerate(sizes, start=1):
+        assert n <= size <= max(n, n * 9 / 8)
+        assert bucket_size(size) == size
+    assert len({s for s in sizes if 1024 <= s < 2048}) == 8
+    assert bucket_size(135) == 144 and bucket_size(1000) == 1024
+
+
+def test_only_cpu_autocast_pads():
+    x = torch.randn(2, 3)
+    assert not buckets_active(x.device)
+    with torch.autocast(**BF16):
+        assert buckets_active(x.device)
+
+
+def test_linear_rows_equals_linear_in_value_and_gradient():
+    torch.manual_seed(0)
+    x = torch.randn(5, 7, 32, requires_grad=True)  # 35 rows → a bucket of 36
+    weight = torch.randn(24, 32, requires_grad=True)
+    bias = torch.randn(24, requires_grad=True)
+    grads = []
+    for fn in (linear_rows, F.linear):
+        with torch.autocast(**BF16):
+            y = fn(x, weight, bias)
+        grads.append(
+            (y, torch.autograd.grad(y.float().square().sum(), (x, weight, bias)))
+        )
+    (y, g), (y_ref, g_ref) = grads
+    assert y.shape == y_ref.shape and y.dtype == y_ref.dtype == torch.bfloat16
+    assert_close(y, y_ref)
+    for a, b in zip(g, g_ref, strict=True):
+        assert_close(a, b, rtol=0.02, atol=0.05)
+
+
+def test_varying_products_run_in_fp32_under_autocast():
+    a, b = torch.randn(3, 4, 5), torch.randn(3, 5, 6)
+    with torch.autocast(**BF16):
+        out = bmm_varying(a, b)
+    assert out.dtype == torch.float32
+    assert_close(out, torch.bmm(a, b))
+
+
+def test_padded_output_rows_add_nothing_to_the_loss():
+    torch.manual_seed(1)
+    layer = OutputLayer(16, 50, dropout=0.0)
+    features = torch.randn(37, 16, requires_grad=True)  # a bucket of 40
+    targets = torch.randint(1, 50, (37,))
+    results = []
+    for bf16 in (True, False):
+        with torch.autocast(**BF16, enabled=bf16):
+            loss = layer.loss(features, targets, 0.1)
+        results.append((loss, torch.autograd.grad(loss, (features, layer.proj.weight))))
+    (loss, grads), (loss_ref, grads_ref) = results
+    assert_close(loss, loss_ref, rtol=0.02, atol=0)
+    for a, b in zip(grads, grads_ref, strict=True):
+        assert_close(a, b, rtol=0.05, atol=0.02)
+
+
+def test_a_padded_batch_through_the_fused_gru_equals_the_steps():
+    torch.manual_seed(2)
+    fused = DeepGRU(6, 8, 2, 0.0, True, False, 2)
+    stepped = copy.deepcopy(fused)
+    stepped.fused = False
+    lengths = torch.randint(1, 10, (19,))  # 19 sentences → a bucket of 20
+    lengths[0] = 9
+    mask = torch.arange(9)[None] < lengths[:, None]
+    x = torch.randn(19, 9, 6, requires_grad=True)
+    results = []
+    for model in (fused, stepped):
+        with torch.autocast(**BF16):
+            out, h = model(x, None, mask)
+        loss = out.float().square().sum() + h.float().sum()
+        results.append((out, h, torch.autograd.grad(loss, [x, *model.parameters()])))
+    (out, h, grads), (out_ref, h_ref, grads_ref) = results
+    assert out.shape == out_ref.shape == (19, 9, 16) and h.shape == (4, 19, 8)
+    assert_close(out, out_ref, rtol=0.02, atol=0.02)
+    assert_close(h, h_ref, rtol=0.02, atol=0.02)
+    for a, b in zip(grads, grads_ref, strict=True):
+        assert_close(a, b, rtol=0.05, atol=0.1)
