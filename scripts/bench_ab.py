@@ -22,6 +22,8 @@ Changes (``before`` → ``after``, as in the code now):
   and ``split``, whose backward joins the parts' gradients once instead of writing a
   zero tensor the size of the whole for each. It pays where a ``DeepGRU`` runs: give
   its options as model overrides.
+- ``dropout``: ``F.dropout`` (a ``bernoulli_`` draw per element) → the CPU dropout
+  of ``model/dropout.py`` (four 16-bit draws per 64-bit one);
 - ``recurrence``: ``DeepGRU``'s time loop under autograd, a step at a time → one
   autograd function with a hand-written backward (``model/gru_recurrence.py``). It
   pays where a ``DeepGRU`` runs without layer norm: give its options as overrides.
@@ -55,13 +57,14 @@ from omegaconf import OmegaConf
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.batching import Batch, make_loader
-from seq2seq.model import attention, deep_gru, gru
+from seq2seq.model import attention, decoder, deep_gru, gru
+from seq2seq.model import dropout as model_dropout
 from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
 from seq2seq.training.optim import build_optimizer
 
-CHANGES = ("rows", "keys", "sort", "slices", "recurrence")
+CHANGES = ("rows", "keys", "sort", "slices", "dropout", "recurrence")
 
 
 @contextlib.contextmanager
@@ -117,6 +120,24 @@ def sliced_steps() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def torch_dropout() -> Iterator[None]:
+    """Every dropout of the model through ``F.dropout`` (other masks, same law)."""
+    modules = (model_dropout, deep_gru, gru, decoder)
+    saved = [m.dropout for m in modules]
+
+    def plain(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+        return torch.nn.functional.dropout(x, p, training)
+
+    for m in modules:
+        m.dropout = plain
+    try:
+        yield
+    finally:
+        for m, fn in zip(modules, saved, strict=True):
+            m.dropout = fn
+
+
+@contextlib.contextmanager
 def stepped_recurrence(model: torch.nn.Module) -> Iterator[None]:
     """Every ``DeepGRU`` of ``model`` stepped under autograd (same values)."""
     grus = [m for m in model.modules() if isinstance(m, deep_gru.DeepGRU)]
@@ -161,10 +182,11 @@ def main() -> None:
     def step(batch: Batch, after: bool) -> float:
         rows = batch.tgt_rows if after or args.change != "rows" else None
         old_code = None  # the context that puts the code as it was before
-        if not after and args.change in ("keys", "slices", "recurrence"):
+        if not after and args.change in ("keys", "slices", "dropout", "recurrence"):
             old_code = {
                 "keys": keys_per_step,
                 "slices": sliced_steps,
+                "dropout": torch_dropout,
                 "recurrence": lambda: stepped_recurrence(model),
             }[args.change]()
         start = time.perf_counter()

@@ -39,7 +39,12 @@ from seq2seq.model.loss import (
     token_loss,
 )
 from seq2seq.model.precision import cast_like_autocast
-from seq2seq.model.shape_buckets import linear_rows, pad_loss_rows
+from seq2seq.model.shape_buckets import (
+    bucket_size,
+    buckets_active,
+    linear_rows,
+    pad_loss_rows,
+)
 
 
 class DecoderState(NamedTuple):
@@ -86,10 +91,12 @@ def _round_up(n: int, multiple: int) -> int:
 
 
 def pad_loop_inputs(
-    gates: Tensor, state: DecoderState, bucket: int
+    gates: Tensor, state: DecoderState, bucket: int | None = None
 ) -> tuple[Tensor, DecoderState]:
     """Pad the step loop's batch and source length up to multiples of ``bucket``, so
-    that CUDA graphs (recorded per shape) are reused across token buckets.
+    that CUDA graphs (recorded per shape) are reused across token buckets; without
+    ``bucket``, to ``bucket_size``'s sizes, so that oneDNN's bf16 kernels (built per
+    shape) are.
 
     gates ``(T, B, 3H)``, state of ``B`` rows with keys ``(B, S, ·)`` → gates
     ``(T, B', 3H)`` and a state of ``B'`` rows with keys ``(B', S', ·)``. The new
@@ -98,7 +105,8 @@ def pad_loop_inputs(
     softmax, which the caller slices away, stays finite (a NaN there would reach the
     weights' gradients through 0 · NaN)."""
     b, s = state.keys.mask.shape
-    pad_b, pad_s = _round_up(b, bucket) - b, _round_up(s, bucket) - s
+    size = bucket_size if bucket is None else partial(_round_up, multiple=bucket)
+    pad_b, pad_s = size(b) - b, size(s) - s
     if not pad_b and not pad_s:
         return gates, state
 
@@ -326,10 +334,13 @@ class Decoder(nn.Module):
         self, gates: Tensor, state: DecoderState
     ) -> tuple[Tensor, DecoderState]:
         """gates ``(T, B, 3H)`` and the state, padded to ``loop_bucket`` multiples
-        when the compiled loop records CUDA graphs (``pad_loop_inputs``)."""
+        when the compiled loop records CUDA graphs, to shape buckets under CPU bf16
+        autocast (``pad_loop_inputs``)."""
         graphs = self.compile_loop and self.compile_mode == "reduce-overhead"
         if graphs and self.loop_bucket > 1:
             return pad_loop_inputs(gates, state, self.loop_bucket)
+        if buckets_active(gates.device):
+            return pad_loop_inputs(gates, state)
         return gates, state
 
     def embed(self, tokens: Tensor) -> Tensor:
