@@ -28,6 +28,8 @@ and after the loop ``∂U_d = Σ_t h_tᵀ ∂gh_t`` as one batched matmul over a
 ``∂b^h_d = Σ ∂gh``, ``∂b^i_d = Σ ∂gi`` (d ≥ 1). It computes what autograd computes
 (``tests/test_gru_recurrence.py`` compares values and gradients in float64), in
 fewer, larger kernels. Double backward is not supported (training needs none).
+Under CPU bf16 autocast the batch, and the weight gradient's T·B rows, are padded to
+``bucket_size`` (``model/shape_buckets.py``: oneDNN builds a kernel per shape).
 
 Shapes: ``D`` directions, ``T`` steps, ``B`` batch, ``H`` hidden size.
 """
