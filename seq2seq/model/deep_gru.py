@@ -38,6 +38,10 @@ a ``DeepGRU`` with every option off loads an ``nn.GRU``'s weights and computes t
 backward direction). The two directions of a bidirectional layer run in one loop,
 batched.
 
+Without layer norm (and uncompiled) a layer's time loop runs as one autograd function
+with a hand-written backward (``model/gru_recurrence.py``); with it, step by step under
+autograd (``deep_step``).
+
 Shapes: ``B`` batch, ``T`` steps, ``I`` input size, ``H`` hidden size, ``L`` layers,
 ``D`` directions (1 or 2).
 """
