@@ -3,7 +3,8 @@ the buckets are few and at most 1/8 larger; the padded products give the values 
 gradients of the unpadded ones; the output layer's padded rows add nothing to the
 loss; a ``DeepGRU`` over a padded batch equals the stepped one; nothing is padded in
 fp32; the hand-stepped decoder loop over a padded batch and source equals it
-unpadded."""
+unpadded; the attention's keys are cast once per batch to the dtype their products
+use."""
 
 import copy
 
@@ -71,6 +72,29 @@ def test_varying_products_run_in_fp32_under_autocast():
         out = bmm_varying(a, b)
     assert out.dtype == torch.float32
     assert_close(out, torch.bmm(a, b))
+
+
+@pytest.mark.parametrize(
+    "attention, values, keys",
+    [
+        ("bahdanau", torch.float32, torch.bfloat16),
+        ("luong_dot", torch.float32, torch.float32),
+        ("luong_general", torch.float32, torch.float32),
+        ("multihead", torch.bfloat16, torch.bfloat16),
+    ],
+)
+def test_the_keys_are_cast_once_to_the_dtype_their_products_use(
+    attention, values, keys
+):
+    """Under CPU bf16 the decoder state holds what every step reads in the dtype the
+    step computes in (fp32 for ``bmm_varying``), so no step casts it again; without
+    autocast it stays fp32."""
+    model = build_model(tiny_config(attention), V_SRC, V_TGT).eval()
+    src, lengths, mask, _ = _batch(3, 5, 2, seed=0)
+    for autocast, want in ((True, (values, keys)), (False, (torch.float32,) * 2)):
+        with torch.autocast(**BF16, enabled=autocast):
+            state = model.init_state(model.encode(src, lengths, mask))
+        assert (state.keys.values.dtype, state.keys.keys.dtype) == want
 
 
 def test_padded_output_rows_add_nothing_to_the_loss():

@@ -21,13 +21,15 @@ alignment reads as the few source words a step actually used.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from seq2seq.config import AttentionType, Normalizer
-from seq2seq.model.shape_buckets import bmm_varying, linear_rows
+from seq2seq.model.precision import cast_like_autocast
+from seq2seq.model.shape_buckets import bmm_varying, linear_rows, varying_operand
 
 
 class Keys(NamedTuple):
@@ -117,6 +119,12 @@ class Attention(nn.Module):
     def score(self, query: Tensor, keys: Keys) -> Tensor:
         raise NotImplementedError
 
+    def cast_once(self, keys: Keys) -> Keys:
+        """``keys`` in the dtypes the steps compute in, cast once per batch rather
+        than at every step: the values as ``read`` takes them, the keys as
+        ``score`` does (autocast's dtype for an additive score)."""
+        return _cast(keys, varying_operand, cast_like_autocast)
+
     def attend(self, query: Tensor, keys: Keys) -> AttentionOutput:
         """query ``(B, Hq)`` or ``(B, T, Hq)`` → ``AttentionOutput``."""
         one_step = query.dim() == 2
@@ -180,6 +188,10 @@ class LuongDotAttention(Attention):
     def score(self, query: Tensor, keys: Keys) -> Tensor:
         return bmm_varying(query, keys.keys.transpose(1, 2))  # (B, T, S)
 
+    def cast_once(self, keys: Keys) -> Keys:
+        """Values and keys both as ``bmm_varying`` reads them."""
+        return _cast(keys, varying_operand, varying_operand)
+
 
 class LuongGeneralAttention(Attention):
     """Luong et al. (2015) general: ``e_tj = s_tᵀ W h_j``; ``W h_j`` is computed
@@ -195,6 +207,10 @@ class LuongGeneralAttention(Attention):
 
     def score(self, query: Tensor, keys: Keys) -> Tensor:
         return bmm_varying(query, keys.keys.transpose(1, 2))  # (B, T, S)
+
+    def cast_once(self, keys: Keys) -> Keys:
+        """Values and keys both as ``bmm_varying`` reads them."""
+        return _cast(keys, varying_operand, varying_operand)
 
 
 class MultiHeadAttention(Attention):
@@ -228,6 +244,10 @@ class MultiHeadAttention(Attention):
     def prepare(self, memory: Tensor, mask: Tensor) -> Keys:
         return Keys(self.value_proj(memory), self.key_proj(memory), mask)
 
+    def cast_once(self, keys: Keys) -> Keys:
+        """Values and keys in autocast's dtype: the heads' products run under it."""
+        return _cast(keys, cast_like_autocast, cast_like_autocast)
+
     def attend(self, query: Tensor, keys: Keys) -> AttentionOutput:
         one_step = query.dim() == 2
         q = query.unsqueeze(1) if one_step else query  # (B, T, Hq)
@@ -246,6 +266,16 @@ class MultiHeadAttention(Attention):
                 context.squeeze(1), weights.squeeze(1), head_weights.squeeze(2)
             )
         return AttentionOutput(context, weights, head_weights)
+
+
+Cast = Callable[[Tensor], Tensor]
+
+
+def _cast(keys: Keys, cast_values: Cast, cast_keys: Cast) -> Keys:
+    """``keys`` with its values and keys cast (once when they are one tensor)."""
+    values = cast_values(keys.values)
+    same = keys.keys is keys.values
+    return keys._replace(values=values, keys=values if same else cast_keys(keys.keys))
 
 
 def attend_step(attention: Attention, query: Tensor, keys: Keys) -> AttentionOutput:

@@ -301,12 +301,7 @@ class Decoder(nn.Module):
     def init_state(self, memory: Tensor, mask: Tensor, hidden: Tensor) -> DecoderState:
         """memory ``(B, S, Hm)``, mask ``(B, S)``, hidden ``(B, L, H)`` → state; the
         attention keys are projected here, once per batch."""
-        keys = self.attention.prepare(memory, mask)
-        values = cast_like_autocast(keys.values)  # once, not at every step
-        same = keys.keys is keys.values
-        keys = Keys(
-            values, values if same else cast_like_autocast(keys.keys), keys.mask
-        )
+        keys = self.attention.cast_once(self.attention.prepare(memory, mask))
         feed = hidden.new_zeros(hidden.size(0), self.feed_size)
         return DecoderState(hidden.transpose(0, 1).contiguous(), feed, keys)
 

@@ -20,7 +20,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from seq2seq.data.tokenizer import PAD_ID
-from seq2seq.model.precision import autocast_dtype
+from seq2seq.model.precision import autocast_dtype, cast_like_autocast
 
 # Sizes up to this are used as they are (a bucket would save no kernel)
 SMALLEST_BUCKETED = 16
@@ -81,3 +81,12 @@ def bmm_varying(a: Tensor, b: Tensor) -> Tensor:
         return torch.bmm(a, b)
     with torch.autocast(a.device.type, enabled=False):
         return torch.bmm(a.float(), b.float())
+
+
+def varying_operand(x: Tensor) -> Tensor:
+    """An operand that ``bmm_varying`` reads at every step (the attention's values
+    and dot-product keys), cast once per batch to the dtype it computes in: fp32
+    where ``buckets_active`` (so no step casts it again), else autocast's dtype."""
+    if buckets_active(x.device):
+        return x.float()
+    return cast_like_autocast(x)
