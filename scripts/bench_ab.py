@@ -27,13 +27,22 @@ Changes (``before`` → ``after``, as in the code now):
 - ``recurrence``: ``DeepGRU``'s time loop under autograd, a step at a time → one
   autograd function with a hand-written backward (``model/gru_recurrence.py``). It
   pays where a ``DeepGRU`` runs without layer norm: give its options as overrides.
+- ``stage``: the step changes of the speed stage together, as users meet them: the
+  code before (``recurrence`` and ``dropout`` undone) in fp32 → the code now in
+  ``--precision`` (bf16 where the CPU computes it: what ``precision=auto`` picks).
+  The shape buckets alone have no pair here: the unpadded variant's new shapes would
+  evict the padded one's kernels from oneDNN's cache, a cost the code now never
+  pays; fp32 builds no kernels, so the fp32 variant is the code before.
 
     python scripts/bench_ab.py rows --precision fp32 --batch-tokens 2048 --rounds 4
     python scripts/bench_ab.py slices --batch-tokens 2048 encoder.transition_depth=2 \
         decoder.transition_depth=2
-    python scripts/bench_ab.py recurrence --batch-tokens 2048 encoder.layers=2 \
-        attention.type=luong_general decoder.input_feeding=false tie_embeddings=true \
-        encoder.transition_depth=2 decoder.transition_depth=2  # the en→de model
+    # the en→de recipe's model (its dropout too):
+    python scripts/bench_ab.py stage --precision bf16 --batch-tokens 2048 \
+        encoder.layers=2 attention.type=luong_general attention.style=luong \
+        decoder.input_feeding=false tie_embeddings=true encoder.transition_depth=2 \
+        decoder.transition_depth=2 emb_dropout=0.3 word_dropout=0.1 \
+        encoder.dropout=0.3 decoder.dropout=0.3
 """
 
 from __future__ import annotations
@@ -57,14 +66,27 @@ from omegaconf import OmegaConf
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.batching import Batch, make_loader
-from seq2seq.model import attention, decoder, deep_gru, gru
+from seq2seq.model import (
+    attention,
+    decoder,
+    deep_gru,
+    gru,
+)
 from seq2seq.model import dropout as model_dropout
 from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
 from seq2seq.training.optim import build_optimizer
 
-CHANGES = ("rows", "keys", "sort", "slices", "dropout", "recurrence")
+CHANGES = (
+    "rows",
+    "keys",
+    "sort",
+    "slices",
+    "dropout",
+    "recurrence",
+    "stage",
+)
 
 
 @contextlib.contextmanager
@@ -150,6 +172,14 @@ def stepped_recurrence(model: torch.nn.Module) -> Iterator[None]:
             m.fused = True
 
 
+@contextlib.contextmanager
+def code_before_stage(model: torch.nn.Module) -> Iterator[None]:
+    """``recurrence`` and ``dropout`` undone together (in fp32, where the shape
+    buckets are off)."""
+    with stepped_recurrence(model), torch_dropout():
+        yield
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("change", choices=CHANGES)
@@ -171,6 +201,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(42)
     amp = resolve_precision(args.precision, torch.device("cpu"))
+    # ``stage`` times the code before in fp32, whatever the code now runs in
+    amp_before = resolve_precision("fp32", torch.device("cpu"))
+    if args.change != "stage":
+        amp_before = amp
     train = load_split("train", None)
     cfg = OmegaConf.structured(ModelConfig())
     cfg.encoder.layers = 1  # the peers' reference model, as in bench_compare
@@ -182,15 +216,20 @@ def main() -> None:
     def step(batch: Batch, after: bool) -> float:
         rows = batch.tgt_rows if after or args.change != "rows" else None
         old_code = None  # the context that puts the code as it was before
-        if not after and args.change in ("keys", "slices", "dropout", "recurrence"):
+        if not after and args.change not in ("rows", "sort"):
             old_code = {
                 "keys": keys_per_step,
                 "slices": sliced_steps,
                 "dropout": torch_dropout,
                 "recurrence": lambda: stepped_recurrence(model),
+                "stage": lambda: code_before_stage(model),
             }[args.change]()
+        precision = amp if after else amp_before
         start = time.perf_counter()
-        with old_code or contextlib.nullcontext(), autocast(torch.device("cpu"), amp):
+        with (
+            old_code or contextlib.nullcontext(),
+            autocast(torch.device("cpu"), precision),
+        ):
             out = model(
                 batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, rows=rows
             )
@@ -235,7 +274,8 @@ def main() -> None:
         print(f"round {r}: before / after x{ratio:.3f}", flush=True)
     print(
         f"{args.change} ({' '.join(args.overrides) + ', ' if args.overrides else ''}"
-        f"{args.precision}, {args.batch_tokens}-token batches, "
+        f"{'fp32 → ' if args.change == 'stage' else ''}{args.precision}, "
+        f"{args.batch_tokens}-token batches, "
         f"{args.threads} threads, {args.rounds} rounds of {args.batches} pairs): "
         f"before {statistics.median(rates[False]):,.0f} tok/s, after "
         f"{statistics.median(rates[True]):,.0f} tok/s; speed-up x"
