@@ -86,7 +86,8 @@ def _recurrence(
     save: bool,
 ) -> tuple[Tensor, Tensor, list[list[tuple[Tensor, ...]]]]:
     """The forward loop; with ``save``, also what the backward needs, per transition
-    and step: the state the transition started from and A, Bz, C, r, z."""
+    and step: the state the transition started from (in the matmul's dtype) and A,
+    Bz, C, r, z."""
     weights = params[:depth]
     input_biases = params[depth : 2 * depth - 1]
     hidden_biases = params[2 * depth - 1 :]
@@ -104,7 +105,8 @@ def _recurrence(
             w = weights[d]
             # the gates in the state's dtype: one cast of gh (bf16 under autocast)
             # instead of one in each element-wise op that mixes it with fp32
-            gh = torch.baddbmm(hidden_biases[d], new.to(w.dtype), w).to(new.dtype)
+            start = new.to(w.dtype)  # the matmul's operand, saved as is for ∂U
+            gh = torch.baddbmm(hidden_biases[d], start, w).to(new.dtype)
             gi_d = gi_t if d == 0 else input_biases[d - 1]
             gi_rz, gi_n = gi_d.split((2 * size, size), -1)
             gh_rz, gh_n = gh.split((2 * size, size), -1)
@@ -116,7 +118,9 @@ def _recurrence(
                 slopes = torch.addcmul(gates, gates, gates, value=-1)  # σ(1 − σ)
                 slope_r, slope_z = slopes.chunk(2, -1)
                 a = torch.addcmul(one, n, n, value=-1).mul_(1 - z)
-                saved[d].append((new, a, h_minus_n * slope_z, slope_r.mul_(gh_n), r, z))
+                saved[d].append(
+                    (start, a, h_minus_n * slope_z, slope_r.mul_(gh_n), r, z)
+                )
             new = torch.addcmul(n, z, h_minus_n)
         if masks is not None:
             new = new * keep[:, t]
@@ -130,10 +134,11 @@ def _recurrence(
 class GRURecurrence(torch.autograd.Function):
     """``gru_layer``'s autograd function (see the module docstring).
 
-    The forward saves, per transition and step, the state it started from and the
-    four products the backward multiplies by (``A = (1 − z)(1 − n²)``, ``Bz = (h − n)
-    z(1 − z)``, ``C = gh_n r(1 − r)``, and r, z): the backward is then four products
-    into preallocated gradient buffers, one matmul and one ``addcmul`` a step."""
+    The forward saves, per transition and step, the state it started from (as the
+    matmul read it: bf16 under autocast, half the memory) and the four products the
+    backward multiplies by (``A = (1 − z)(1 − n²)``, ``Bz = (h − n) z(1 − z)``, ``C =
+    gh_n r(1 − r)``, and r, z): the backward is then four products into preallocated
+    gradient buffers, one matmul and one ``addcmul`` a step."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -200,7 +205,7 @@ class GRURecurrence(torch.autograd.Function):
         d_weights, d_input_biases, d_hidden_biases = [], [], []
         for d in range(depth):
             dtype = weights[d].dtype
-            states = torch.stack([s[0] for s in saved[d]], 1).flatten(1, 2).to(dtype)
+            states = torch.stack([s[0] for s in saved[d]], 1).flatten(1, 2)
             grads = d_gh[d].transpose(0, 1).reshape(dirs, steps * batch, 3 * size)
             d_hidden_biases.append(grads.sum(1, keepdim=True))
             if ctx.bucket:  # zero rows: T·B in a bucket too
