@@ -66,27 +66,14 @@ from omegaconf import OmegaConf
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.batching import Batch, make_loader
-from seq2seq.model import (
-    attention,
-    decoder,
-    deep_gru,
-    gru,
-)
+from seq2seq.model import attention, decoder, deep_gru, gru
 from seq2seq.model import dropout as model_dropout
 from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
 from seq2seq.training.optim import build_optimizer
 
-CHANGES = (
-    "rows",
-    "keys",
-    "sort",
-    "slices",
-    "dropout",
-    "recurrence",
-    "stage",
-)
+CHANGES = ("rows", "keys", "sort", "slices", "dropout", "recurrence", "stage")
 
 
 @contextlib.contextmanager
