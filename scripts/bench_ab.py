@@ -27,14 +27,22 @@ Changes (``before`` → ``after``, as in the code now):
 - ``recurrence``: ``DeepGRU``'s time loop under autograd, a step at a time → one
   autograd function with a hand-written backward (``model/gru_recurrence.py``). It
   pays where a ``DeepGRU`` runs without layer norm: give its options as overrides.
+- ``compile``: every step eager → the steps ``--compile`` compiles (``auto``: the
+  deep GRU's recurrent steps on a CPU, what ``trainer.compile=auto`` compiles; the
+  compile time is printed), in ``--precision``. Give a ``DeepGRU``'s options as
+  overrides, or ``--compile true`` for the decoder's step loop too.
 - ``stage``: the step changes of the speed stage together, as users meet them: the
-  code before (``recurrence`` and ``dropout`` undone) in fp32 → the code now in
-  ``--precision`` (bf16 where the CPU computes it: what ``precision=auto`` picks).
+  code before (``recurrence`` and ``dropout`` undone, every step eager) in fp32 → the
+  code now in ``--precision`` (bf16 where the CPU computes it: what
+  ``precision=auto`` picks) with the steps ``--compile`` compiles (``auto``, as
+  ``trainer.compile=auto``).
   The shape buckets alone have no pair here: the unpadded variant's new shapes would
   evict the padded one's kernels from oneDNN's cache, a cost the code now never
   pays; fp32 builds no kernels, so the fp32 variant is the code before.
 
     python scripts/bench_ab.py rows --precision fp32 --batch-tokens 2048 --rounds 4
+    python scripts/bench_ab.py compile --precision bf16 --batch-tokens 2048 \
+        encoder.transition_depth=2 decoder.transition_depth=2
     python scripts/bench_ab.py slices --batch-tokens 2048 encoder.transition_depth=2 \
         decoder.transition_depth=2
     # the en→de recipe's model (its dropout too):
@@ -72,8 +80,18 @@ from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
 from seq2seq.training.optim import build_optimizer
+from seq2seq.training.runtime import compile_scope
 
-CHANGES = ("rows", "keys", "sort", "slices", "dropout", "recurrence", "stage")
+CHANGES = (
+    "rows",
+    "keys",
+    "sort",
+    "slices",
+    "dropout",
+    "recurrence",
+    "compile",
+    "stage",
+)
 
 
 @contextlib.contextmanager
@@ -160,10 +178,25 @@ def stepped_recurrence(model: torch.nn.Module) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def eager_steps(model: torch.nn.Module) -> Iterator[None]:
+    """Every step of ``model`` eager (no compiled step), as it was before."""
+    grus = [m for m in model.modules() if isinstance(m, deep_gru.DeepGRU)]
+    modes = [m.compile_mode for m in grus]
+    loop = model.decoder.compile_loop
+    model.eager_steps()
+    try:
+        yield
+    finally:
+        model.decoder.compile_loop = loop
+        for m, mode in zip(grus, modes, strict=True):
+            m.compile_mode = mode
+
+
+@contextlib.contextmanager
 def code_before_stage(model: torch.nn.Module) -> Iterator[None]:
-    """``recurrence`` and ``dropout`` undone together (in fp32, where the shape
-    buckets are off)."""
-    with stepped_recurrence(model), torch_dropout():
+    """``recurrence`` and ``dropout`` undone together, every step eager (in fp32,
+    where the shape buckets are off)."""
+    with eager_steps(model), stepped_recurrence(model), torch_dropout():
         yield
 
 
@@ -175,6 +208,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batches", type=int, default=8, help="batches (pairs) a round")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--compile",
+        choices=["auto", "true", "false"],
+        default="auto",
+        help="the steps compiled after the change (compile, stage) or on both sides "
+        "(the others), as trainer.compile",
+    )
     p.add_argument(
         "overrides",
         nargs="*",
@@ -199,6 +239,10 @@ def main() -> None:
     model = build_model(cfg, MODEL["vocab"], MODEL["vocab"]).train()
     adam = {"name": "adam", "lr": 1e-3, "betas": [0.9, 0.999], "weight_decay": 0.0}
     opt = build_optimizer(OmegaConf.create(adam), model)
+    scope, why = compile_scope(args.compile, torch.device("cpu"))
+    if scope != "none":
+        parts = model.compile_steps("default", 0, scope)
+        print(f"compiled: {' and '.join(parts) or 'nothing'} ({why})", flush=True)
 
     def step(batch: Batch, after: bool) -> float:
         rows = batch.tgt_rows if after or args.change != "rows" else None
@@ -209,6 +253,7 @@ def main() -> None:
                 "slices": sliced_steps,
                 "dropout": torch_dropout,
                 "recurrence": lambda: stepped_recurrence(model),
+                "compile": lambda: eager_steps(model),
                 "stage": lambda: code_before_stage(model),
             }[args.change]()
         precision = amp if after else amp_before
@@ -245,9 +290,13 @@ def main() -> None:
         before_batches = after_batches
         if args.change == "sort":
             before_batches = batches("source", 100 + r)
-        if r == 0:  # warm-up: allocator, oneDNN kernels
+        if r == 0:  # warm-up: allocator, oneDNN kernels, compiling
             for after, batch in ((False, before_batches[0]), (True, after_batches[0])):
-                step(batch, after)
+                seconds = step(batch, after)
+                if after and scope != "none":
+                    print(f"first step after, compiling included: {seconds:.1f} s")
+            for after, batch in ((False, before_batches[1]), (True, after_batches[1])):
+                step(batch, after)  # a second shape: dynamic shapes compile again
         time_s = {False: 0.0, True: 0.0}
         tokens = {False: 0, True: 0}
         for pair in zip(before_batches, after_batches, strict=True):
@@ -263,7 +312,8 @@ def main() -> None:
         f"{args.change} ({' '.join(args.overrides) + ', ' if args.overrides else ''}"
         f"{'fp32 → ' if args.change == 'stage' else ''}{args.precision}, "
         f"{args.batch_tokens}-token batches, "
-        f"{args.threads} threads, {args.rounds} rounds of {args.batches} pairs): "
+        f"{args.threads} threads, compile {args.compile}, "
+        f"{args.rounds} rounds of {args.batches} pairs): "
         f"before {statistics.median(rates[False]):,.0f} tok/s, after "
         f"{statistics.median(rates[True]):,.0f} tok/s; speed-up x"
         f"{statistics.median(ratios):.3f} (rounds "

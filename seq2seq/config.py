@@ -313,9 +313,12 @@ class TrainerConfig:
     device: str = "auto"  # auto | cpu | cuda
     precision: Precision = Precision.auto  # auto: bf16 where native (CUDA, AMX, ...)
     threads: int | None = None  # torch CPU threads; None leaves torch's default
-    # torch.compile the decoder's step loop body (Bahdanau, Luong with input feeding):
-    # one compilation at the first step (13-15 s on 2 CPU cores), then fused kernels
-    compile: bool = False
+    # torch.compile of the steps taken by hand (training/runtime.py, compile_scope):
+    # auto: the deep GRU's recurrent steps (deep transition without layer norm) on a
+    # CPU with a C++ compiler, where they win; true: also the decoder's step loop body
+    # (Bahdanau, Luong with input feeding) and layer-normed deep GRU steps, on any
+    # device; false: nothing (every step eager). Compiled at the first step.
+    compile: str = "auto"
     # torch.compile's mode for it: default, or reduce-overhead (CUDA graphs, one
     # recorded per loop shape; on CPU the same as default)
     compile_mode: CompileMode = CompileMode.default

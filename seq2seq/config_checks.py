@@ -290,11 +290,27 @@ def check_trainer(cfg: Any, prefix: str = "trainer.") -> None:
         )
 
 
+COMPILE_SWITCHES = ("auto", "true", "false")
+
+
+def compile_switch(value: Any) -> str:
+    """``trainer.compile`` as one of ``COMPILE_SWITCHES`` (Hydra hands ``true`` over
+    as the string ``"True"``); anything else is left as given for the check."""
+    text = str(value).strip().lower()
+    return text if text in COMPILE_SWITCHES else str(value)
+
+
 def check_compile_mode(cfg: Any, prefix: str = "trainer.") -> None:
-    """``compile_mode`` other than default asks for a compiled loop."""
+    """``compile`` is auto, true or false; a ``compile_mode`` other than default asks
+    for everything compiled."""
+    switch = compile_switch(getattr(cfg, "compile", "auto"))
+    require(
+        switch in COMPILE_SWITCHES,
+        f"{prefix}compile={switch!r}: use auto, true or false",
+    )
     mode = str(getattr(cfg, "compile_mode", "default"))
     require(
-        mode == "default" or bool(getattr(cfg, "compile", False)),
+        mode == "default" or switch == "true",
         f"{prefix}compile_mode={mode} needs {prefix}compile=true "
         f"(or leave {prefix}compile_mode=default)",
     )

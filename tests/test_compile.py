@@ -1,4 +1,6 @@
-"""``trainer.compile``: the decoder's step loop through torch.compile (inductor, CPU).
+"""``trainer.compile``: the steps taken by hand through torch.compile (inductor, CPU):
+the deep GRU's recurrent steps (``auto``, the default, on a CPU) and the decoder's
+step loop (``true``).
 
 The compiled body must compute what the eager one does, in value and gradient, and
 one compilation must serve every batch shape (token buckets vary the batch size and
@@ -136,6 +138,87 @@ def test_compile_steps_names_what_compiles():
     assert plain.compile_steps() == []  # nn.GRU, no step loop: nothing by hand
     fed = build_model(tiny_config("bahdanau"), V_SRC, V_TGT)
     assert fed.compile_steps() == ["the decoder's step loop"]
+
+
+def test_compile_steps_of_the_recurrence_scope_leave_the_rest_eager():
+    """``trainer.compile=auto``'s scope: the deep GRUs without layer norm compile, the
+    decoder's step loop and layer-normed deep GRUs stay eager."""
+    deep = tiny_config("bahdanau")
+    deep.encoder.transition_depth = 2
+    model = build_model(deep, V_SRC, V_TGT)
+    assert model.compile_steps(scope="recurrence") == [
+        "the deep GRU time steps (encoder.rnn)"
+    ]
+    assert model.encoder.rnn.compile_mode == "default"
+    assert not model.decoder.compile_loop
+    normed = tiny_config("luong_general", "luong", feeding=False)
+    normed.layer_norm = True
+    normed.encoder.transition_depth = 2
+    model = build_model(normed, V_SRC, V_TGT)
+    assert model.compile_steps(scope="recurrence") == []
+    assert model.encoder.rnn.compile_mode is None
+    with pytest.raises(ValueError, match="all or recurrence"):
+        model.compile_steps(scope="decoder")
+
+
+def test_compile_scope_follows_the_switch_and_the_machine(monkeypatch):
+    """auto: the recurrence on a CPU that can build kernels, nothing on CUDA or
+    without a C++ compiler (with the reason); true: everything; false: nothing."""
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert runtime.compile_scope("false", cpu) == ("none", "trainer.compile=false")
+    assert runtime.compile_scope("auto", cuda)[0] == "none"
+    monkeypatch.setenv("CXX", "g++")
+    assert runtime.compile_scope("auto", cpu)[0] == "recurrence"
+    assert runtime.compile_scope("true", cpu)[0] == "all"
+    monkeypatch.delenv("CXX")
+    monkeypatch.setattr(runtime.shutil, "which", lambda name: None)
+    scope, why = runtime.compile_scope("auto", cpu)
+    assert scope == "none" and "needs a C++ compiler" in why
+    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler"):
+        runtime.compile_scope("true", cpu)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("maybe", "use auto, true or false"), ("auto", None), ("true", None)],
+)
+def test_the_compile_switch_takes_auto_true_or_false(tmp_path, value, message):
+    from seq2seq.config_checks import check_trainer, compile_switch
+    from seq2seq.errors import ConfigValueError
+
+    cfg = tiny_train_config(tmp_path, f"trainer.compile={value}")
+    assert compile_switch(cfg.trainer.compile) in ("auto", "true", "maybe")
+    if message is None:
+        check_trainer(cfg.trainer)
+    else:
+        with pytest.raises(ConfigValueError, match=message):
+            check_trainer(cfg.trainer)
+
+
+def test_auto_compiles_the_deep_gru_recurrence_and_trains(tmp_path, caplog):
+    """``trainer.compile=auto`` (the default) on a deep-transition model: the
+    encoder's and decoder's recurrences compile, the run says so and trains."""
+    _needs_toolchain("cpu")
+    cfg = tiny_train_config(
+        tmp_path / "cache",
+        "trainer.compile=auto",
+        "model.encoder.transition_depth=2",
+        "model.decoder.transition_depth=2",
+        "model/attention=luong_general",
+        "model.decoder.input_feeding=false",
+        "trainer.max_steps=2",
+        "trainer.valid_every=null",
+    )
+    with caplog.at_level("INFO"):
+        trainer = build_trainer(cfg, tmp_path / "run")
+        result = trainer.fit()
+    assert trainer.compiles
+    assert {
+        m.compile_mode for m in trainer.model.modules() if isinstance(m, DeepGRU)
+    } == {"default"}
+    assert "they win on a CPU" in caplog.text
+    assert "compiling the steps included" in caplog.text
+    assert result.progress.step == 2
 
 
 def _train_mode_without_dropout(model):

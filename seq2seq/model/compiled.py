@@ -14,6 +14,10 @@ from collections.abc import Callable
 import torch
 
 _COMPILED: dict[tuple[Callable, str], Callable] = {}
+# Graphs per compiled function: a step function meets a few variants in one run
+# (with and without gradients or masks, one or two directions, batches of one in
+# search), more than torch's default 8, past which it would fall back to eager
+RECOMPILE_LIMIT = 32
 
 
 def compiled(fn: Callable, mode: str = "default") -> Callable:
@@ -26,5 +30,10 @@ def compiled(fn: Callable, mode: str = "default") -> Callable:
     torch.compile's: ``"default"`` or ``"reduce-overhead"`` (CUDA graphs on CUDA, one
     recorded per distinct shape; on CPU it runs as ``"default"``)."""
     if (fn, mode) not in _COMPILED:
+        dynamo = torch._dynamo.config
+        dynamo.recompile_limit = max(dynamo.recompile_limit, RECOMPILE_LIMIT)
+        # no guard that two sizes are equal because they were in the first batch
+        # (a time step's offset and the batch size): it would compile again later
+        torch.fx.experimental._config.use_duck_shape = False
         _COMPILED[fn, mode] = torch.compile(fn, dynamic=True, mode=mode)
     return _COMPILED[fn, mode]

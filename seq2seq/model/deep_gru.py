@@ -195,7 +195,7 @@ class DeepGRU(nn.Module):
         b_hh = self._stacked(k, "bias_hh{}").unsqueeze(1)  # (D, 1, 3H)
         gain = self._stacked(k, "norm_hh{}").unsqueeze(1) if self.layer_norm else None
         transitions = [self._transition(k, d) for d in range(1, self.transition_depth)]
-        if self.fused and gain is None and self.compile_mode is None:
+        if self.fused and gain is None:
             out, h = gru_layer(
                 gi,
                 h0,
@@ -203,6 +203,7 @@ class DeepGRU(nn.Module):
                 [w_hh] + [w for w, _, _, _ in transitions],
                 [b_hh] + [b_i for _, b_i, _, _ in transitions],
                 [b_hh] + [b_h for _, _, b_h, _ in transitions],
+                fused=self.compile_mode is not None,
             )
         else:
             out, h = self._loop(gi, h0, masks, w_hh, b_hh, gain, transitions)

@@ -36,12 +36,14 @@ Shapes: ``D`` directions, ``T`` steps, ``B`` batch, ``H`` hidden size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from seq2seq.model.compiled import compiled
 from seq2seq.model.shape_buckets import bucket_size, buckets_active, pad_dim
 
 
@@ -52,6 +54,7 @@ def gru_layer(
     weights: list[Tensor],
     input_biases: list[Tensor],
     hidden_biases: list[Tensor],
+    fused: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """A layer's recurrence over all steps: gi ``(D, T, B, 3H)`` (input gates, biases
     in, each direction in its own time order), h0 ``(D, B, H)``, masks ``(D, T, B,
@@ -62,6 +65,7 @@ def gru_layer(
     depth = len(weights)
     params = (*weights, *input_biases[1:], *hidden_biases)
     batch = h0.size(1)
+    h0 = h0.to(gi.dtype)  # the state in the gates' dtype from the first step on
     bucket = buckets_active(gi.device)
     if bucket:  # padded rows run as real steps from zeros; their results are dropped
         size = bucket_size(batch)
@@ -71,9 +75,9 @@ def gru_layer(
                 [masks, masks.new_ones(*masks.shape[:2], size - batch, 1)], 2
             )
     if torch.is_grad_enabled() and any(t.requires_grad for t in (gi, h0, *params)):
-        out, h = GRURecurrence.apply(gi, h0, masks, depth, bucket, *params)
+        out, h = GRURecurrence.apply(gi, h0, masks, depth, bucket, fused, *params)
     else:
-        out, h, _ = _recurrence(gi, h0, masks, depth, params, save=False)
+        out, h, _ = _recurrence(gi, h0, masks, depth, params, False, fused)
     return out[:, :, :batch], h[:, :batch]
 
 
@@ -84,51 +88,89 @@ def _recurrence(
     depth: int,
     params: tuple[Tensor, ...],
     save: bool,
+    fused: bool = False,
 ) -> tuple[Tensor, Tensor, list[list[tuple[Tensor, ...]]]]:
     """The forward loop; with ``save``, also what the backward needs, per transition
     and step: the state the transition started from (in the matmul's dtype) and A,
-    Bz, C, r, z."""
-    weights = params[:depth]
-    input_biases = params[depth : 2 * depth - 1]
-    hidden_biases = params[2 * depth - 1 :]
-    size = h0.size(-1)
-    one = h0.new_ones(())
+    Bz, C, r, z. ``fused``: each time step through torch.compile (``step_fn``)."""
+    # detached: the steps need no graph (the autograd function or no_grad around
+    # them), and a compiled step would otherwise compile again for requires_grad
+    gi, h0 = gi.detach(), h0.detach()
+    params = tuple(p.detach() for p in params)
+    weights = list(params[:depth])
+    input_biases = list(params[depth : 2 * depth - 1])
     # cast once, not at every step: the biases to the matmul's dtype, the masks to
     # the state's (a bool factor would be cast at each product)
-    hidden_biases = [b.to(w.dtype) for b, w in zip(hidden_biases, weights, strict=True)]
-    keep = masks.to(h0.dtype) if masks is not None else None
+    hidden_biases = [
+        b.to(w.dtype) for b, w in zip(params[2 * depth - 1 :], weights, strict=True)
+    ]
+    keep = masks.to(h0.dtype).unbind(1) if masks is not None else None
+    real = masks.unbind(1) if masks is not None else None
+    step = step_fn(forward_step, fused)
     h, outs = h0, []
     saved: list[list[tuple[Tensor, ...]]] = [[] for _ in range(depth)]
     for t, gi_t in enumerate(gi.unbind(1)):
-        new = h
-        for d in range(depth):
-            w = weights[d]
-            # the gates in the state's dtype: one cast of gh (bf16 under autocast)
-            # instead of one in each element-wise op that mixes it with fp32
-            start = new.to(w.dtype)  # the matmul's operand, saved as is for ∂U
-            gh = torch.baddbmm(hidden_biases[d], start, w).to(new.dtype)
-            gi_d = gi_t if d == 0 else input_biases[d - 1]
-            gi_rz, gi_n = gi_d.split((2 * size, size), -1)
-            gh_rz, gh_n = gh.split((2 * size, size), -1)
-            gates = torch.sigmoid(gi_rz + gh_rz)
-            r, z = gates.chunk(2, -1)
-            n = torch.tanh(torch.addcmul(gi_n, r, gh_n))
-            h_minus_n = new - n
-            if save:
-                slopes = torch.addcmul(gates, gates, gates, value=-1)  # σ(1 − σ)
-                slope_r, slope_z = slopes.chunk(2, -1)
-                a = torch.addcmul(one, n, n, value=-1).mul_(1 - z)
-                saved[d].append(
-                    (start, a, h_minus_n * slope_z, slope_r.mul_(gh_n), r, z)
-                )
-            new = torch.addcmul(n, z, h_minus_n)
-        if masks is not None:
-            new = new * keep[:, t]
-            h = torch.where(masks[:, t], new, h)
-        else:
-            h = new
+        new, h, products = step(
+            gi_t,
+            h,
+            keep[t] if keep is not None else None,
+            real[t] if real is not None else None,
+            weights,
+            input_biases,
+            hidden_biases,
+            save,
+        )
+        for d, step_products in enumerate(products):
+            saved[d].append(step_products)
         outs.append(new)
     return torch.stack(outs, 1), h, saved
+
+
+def forward_step(
+    gi_t: Tensor,
+    h: Tensor,
+    keep_t: Tensor | None,
+    real_t: Tensor | None,
+    weights: list[Tensor],
+    input_biases: list[Tensor],
+    hidden_biases: list[Tensor],
+    save: bool,
+) -> tuple[Tensor, Tensor, list[tuple[Tensor, ...]]]:
+    """One time step, every transition: gi_t ``(D, B, 3H)``, h ``(D, B, H)``, the
+    step's mask as a factor and as bool ``(D, B, 1)`` (or None) → the output (zeros
+    at padding), the carried state, and with ``save`` each transition's products
+    for the backward. A plain function of tensors, so torch.compile can fuse a
+    step's element-wise work around its matmuls."""
+    size = h.size(-1)
+    new, saved = h, []
+    for d, w in enumerate(weights):
+        start = new.to(w.dtype)  # the matmul's operand, saved as is for ∂U
+        # the gates in the state's dtype: one cast of gh (bf16 under autocast)
+        # instead of one in each element-wise op that mixes it with fp32
+        gh = torch.baddbmm(hidden_biases[d], start, w).to(new.dtype)
+        gi_d = gi_t if d == 0 else input_biases[d - 1]
+        gi_rz, gi_n = gi_d.split((2 * size, size), -1)
+        gh_rz, gh_n = gh.split((2 * size, size), -1)
+        gates = torch.sigmoid(gi_rz + gh_rz)
+        r, z = gates.chunk(2, -1)
+        n = torch.tanh(torch.addcmul(gi_n, r, gh_n))
+        h_minus_n = new - n
+        if save:
+            slope_r, slope_z = (gates * (1 - gates)).chunk(2, -1)  # σ(1 − σ)
+            a = (1 - n * n) * (1 - z)
+            saved.append((start, a, h_minus_n * slope_z, slope_r * gh_n, r, z))
+        new = torch.addcmul(n, z, h_minus_n)
+    if keep_t is not None:
+        new = new * keep_t
+        h = torch.where(real_t, new, h)
+    else:
+        h = new
+    return new, h, saved
+
+
+def step_fn(fn: Callable, fused: bool) -> Callable:
+    """``fn`` itself, or its torch.compile (``model/compiled.py``) when ``fused``."""
+    return compiled(fn) if fused else fn
 
 
 class GRURecurrence(torch.autograd.Function):
@@ -148,11 +190,12 @@ class GRURecurrence(torch.autograd.Function):
         masks: Tensor | None,
         depth: int,
         bucket: bool,
+        fused: bool,
         *params: Tensor,
     ) -> tuple[Tensor, Tensor]:
-        out, h, saved = _recurrence(gi, h0, masks, depth, params, save=True)
+        out, h, saved = _recurrence(gi, h0, masks, depth, params, True, fused)
         ctx.depth, ctx.gi_dtype, ctx.has_masks = depth, gi.dtype, masks is not None
-        ctx.bucket = bucket
+        ctx.bucket, ctx.fused = bucket, fused
         ctx.save_for_backward(
             masks if masks is not None else gi.new_empty(0),
             *params[:depth],
@@ -167,7 +210,6 @@ class GRURecurrence(torch.autograd.Function):
     ) -> tuple[Tensor | None, ...]:
         depth = ctx.depth
         masks, *rest = ctx.saved_tensors
-        masks = masks if ctx.has_masks else None
         weights, rest = rest[:depth], rest[depth:]
         dirs, steps, batch, size = d_out.shape
         per_step = len(rest) // (depth * steps)
@@ -175,51 +217,49 @@ class GRURecurrence(torch.autograd.Function):
             [rest[(d * steps + t) * per_step :][:per_step] for t in range(steps)]
             for d in range(depth)
         ]
-        # ∂gh of every transition and step, and ∂a_n (∂gi_n) beside it; step-major,
-        # so that each step's block is contiguous for its matmul
-        d_gh = d_out.new_empty(depth, steps, dirs, batch, 3 * size)
-        d_an = d_out.new_empty(depth, steps, dirs, batch, size)
         # Uᵀ contiguous once, not transposed in every step's matmul
         weights_t = [w.transpose(1, 2).contiguous() for w in weights]
-        if masks is not None:
-            keep = masks.to(d_out.dtype)
-            drop = 1 - keep
+        keep = drop = None
+        if ctx.has_masks:
+            keep = masks.to(d_out.dtype).unbind(1)
+            drop = [1 - k for k in keep]
+        # the biases' gradients, summed over the steps as they go
+        d_hidden_biases = [d_out.new_zeros(dirs, 1, 3 * size) for _ in range(depth)]
+        d_input_biases = [d_out.new_zeros(dirs, 1, 3 * size) for _ in range(depth - 1)]
+        step = step_fn(backward_step, ctx.fused)
+        d_gi, d_gh = [], [[] for _ in range(depth)]  # last step first
         dh = d_final
-        for t in reversed(range(steps)):
-            g = dh + d_out[:, t]
-            if masks is not None:
-                g = g.mul_(keep[:, t])
-            for d in reversed(range(depth)):
-                _, a, b_z, c_r, r, z = saved[d][t]
-                d_r, d_z, d_n = d_gh[d, t].split(size, -1)
-                an = torch.mul(g, a, out=d_an[d, t])
-                torch.mul(g, b_z, out=d_z)
-                torch.mul(an, c_r, out=d_r)
-                torch.mul(an, r, out=d_n)
-                w_t = weights_t[d]
-                back = torch.bmm(d_gh[d, t].to(w_t.dtype), w_t)
-                g = torch.addcmul(back.to(g.dtype), g, z)
-            dh = g if masks is None else torch.addcmul(g, dh, drop[:, t])
-        d_gi = d_gh[0].transpose(0, 1).clone()  # (D, T, B, 3H)
-        d_gi[..., 2 * size :] = d_an[0].transpose(0, 1)
-        d_weights, d_input_biases, d_hidden_biases = [], [], []
+        for t, d_out_t in reversed(list(enumerate(d_out.unbind(1)))):
+            dh, d_gi_t, d_gh_t, d_hidden_biases, d_input_biases = step(
+                d_out_t,
+                dh,
+                keep[t] if keep is not None else None,
+                drop[t] if drop is not None else None,
+                [saved[d][t][1:] for d in range(depth)],
+                weights_t,
+                d_hidden_biases,
+                d_input_biases,
+            )
+            d_gi.append(d_gi_t)
+            for d in range(depth):
+                d_gh[d].append(d_gh_t[d])
+        d_weights = []
         for d in range(depth):
-            dtype = weights[d].dtype
-            states = torch.stack([s[0] for s in saved[d]], 1).flatten(1, 2)
-            grads = d_gh[d].transpose(0, 1).reshape(dirs, steps * batch, 3 * size)
-            d_hidden_biases.append(grads.sum(1, keepdim=True))
-            if ctx.bucket:  # zero rows: T·B in a bucket too
-                rows = bucket_size(steps * batch)
-                states, grads = pad_dim(states, 1, rows), pad_dim(grads, 1, rows)
-            # ∂U_d = Σ_t h_tᵀ ∂gh_t: one matmul over all T·B rows
-            d_weights.append(torch.bmm(states.transpose(1, 2), grads.to(dtype)))
-            if d > 0:
-                d_bi = d_hidden_biases[-1].clone()
-                d_bi[..., 2 * size :] = d_an[d].sum((0, 2)).unsqueeze(1)
-                d_input_biases.append(d_bi)
+            # ∂U_d = Σ_t h_tᵀ ∂gh_t: one matmul over all T·B rows (in a bucket, with
+            # zero rows, under CPU bf16), the steps in the order of d_gh
+            states = [saved[d][t][0] for t in reversed(range(steps))]
+            grads = d_gh[d]
+            if ctx.bucket:
+                pad = bucket_size(steps * batch) - steps * batch
+                states.append(states[0].new_zeros(dirs, pad, size))
+                grads.append(grads[0].new_zeros(dirs, pad, 3 * size))
+            d_weights.append(
+                torch.bmm(torch.cat(states, 1).transpose(1, 2), torch.cat(grads, 1))
+            )
         return (
-            d_gi.to(ctx.gi_dtype),
+            torch.stack(d_gi[::-1], 1).to(ctx.gi_dtype),
             dh,
+            None,
             None,
             None,
             None,
@@ -227,3 +267,46 @@ class GRURecurrence(torch.autograd.Function):
             *d_input_biases,
             *d_hidden_biases,
         )
+
+
+def backward_step(
+    d_out_t: Tensor,
+    dh: Tensor,
+    keep_t: Tensor | None,
+    drop_t: Tensor | None,
+    saved_t: list[tuple[Tensor, ...]],
+    weights_t: list[Tensor],
+    d_hidden_biases: list[Tensor],
+    d_input_biases: list[Tensor],
+) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor], list[Tensor]]:
+    """One time step of the backward, every transition, last to first: the output's
+    gradient d_out_t and the carried state's dh ``(D, B, H)``, the step's mask as
+    factors (or None), each transition's saved A, Bz, C, r, z, the transposed
+    recurrent weights ``(D, 3H, H)`` and the biases' gradients so far → the carried
+    state's gradient for the step before, ∂gi of the step ``(D, B, 3H)``, each
+    transition's ∂gh in the matmul's dtype, and the biases' gradients with this
+    step's added. A plain function of tensors, for torch.compile (``step_fn``)."""
+    g = dh + d_out_t
+    if keep_t is not None:
+        g = g * keep_t
+    d_gh: list[Tensor] = []
+    d_gi_t = g
+    d_hidden_biases, d_input_biases = list(d_hidden_biases), list(d_input_biases)
+    for d in reversed(range(len(weights_t))):
+        a, b_z, c_r, r, z = saved_t[d]
+        a_n = g * a
+        a_r, a_z = a_n * c_r, g * b_z
+        gh = torch.cat([a_r, a_z, a_n * r], -1)
+        gh_low = gh.to(weights_t[d].dtype)
+        d_gh.append(gh_low)
+        d_hidden_biases[d] = d_hidden_biases[d] + gh.sum(1, keepdim=True)
+        gi = torch.cat([a_r, a_z, a_n], -1)
+        if d == 0:
+            d_gi_t = gi
+        else:
+            d_input_biases[d - 1] = d_input_biases[d - 1] + gi.sum(1, keepdim=True)
+        back = torch.bmm(gh_low, weights_t[d])
+        g = back.to(g.dtype) + g * z
+    if drop_t is not None:
+        g = g + dh * drop_t
+    return g, d_gi_t, d_gh[::-1], d_hidden_biases, d_input_biases

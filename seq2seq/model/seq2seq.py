@@ -120,24 +120,33 @@ class Seq2Seq(nn.Module):
         """Whether the decoder reads the source through an attention (not ``none``)."""
         return not isinstance(self.decoder.attention, NoAttention)
 
-    def compile_steps(self, mode: str = "default", bucket: int = 0) -> list[str]:
+    def compile_steps(
+        self, mode: str = "default", bucket: int = 0, scope: str = "all"
+    ) -> list[str]:
         """Have torch.compile compile the steps this model takes by hand at their
-        first call (once for all batch shapes): the body of the decoder's
-        teacher-forcing step loop and each ``DeepGRU``'s time step. Returns what
-        compiles, empty when nothing is stepped by hand (``nn.GRU`` runs whole
-        sequences in one call). ``mode``: torch.compile's ``"default"`` or
-        ``"reduce-overhead"`` (CUDA graphs), under which the decoder loop's batch and
-        source length are padded to multiples of ``bucket`` (0: none) so that few
-        graphs are recorded."""
+        first call (once for all batch shapes). ``scope="all"``: the body of the
+        decoder's teacher-forcing step loop and each ``DeepGRU``'s time step;
+        ``"recurrence"``: only the steps of the ``DeepGRU`` recurrences without layer
+        norm (``model/gru_recurrence.py``). Returns what compiles, empty when nothing
+        is stepped by hand (``nn.GRU`` runs whole sequences in one call). ``mode``:
+        torch.compile's ``"default"`` or ``"reduce-overhead"`` (CUDA graphs), under
+        which the decoder loop's batch and source length are padded to multiples of
+        ``bucket`` (0: none) so that few graphs are recorded."""
         if mode not in ("default", "reduce-overhead"):
             raise ValueError(f"compile mode {mode!r}: use default or reduce-overhead")
+        if scope not in ("all", "recurrence"):
+            raise ValueError(f"compile scope {scope!r}: use all or recurrence")
         parts = []
-        if self.decoder.has_step_loop:
+        if scope == "all" and self.decoder.has_step_loop:
             self.decoder.compile_loop = True
             self.decoder.compile_mode = mode
             self.decoder.loop_bucket = bucket
             parts.append("the decoder's step loop")
-        deep = [n for n, m in self.named_modules() if isinstance(m, DeepGRU)]
+        deep = [
+            n
+            for n, m in self.named_modules()
+            if isinstance(m, DeepGRU) and (scope == "all" or not m.layer_norm)
+        ]
         for name in deep:
             self.get_submodule(name).compile_mode = mode
         if deep:

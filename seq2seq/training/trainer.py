@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader
 
 from seq2seq.alignment.guided import GoldAttention, SampledGoldAttention
 from seq2seq.config import Metric, NonFinite
-from seq2seq.config_checks import check_trainer
+from seq2seq.config_checks import check_trainer, compile_switch
 from seq2seq.data.batching import Batch, VocabCheck, make_loader
 from seq2seq.data.prepare import PreparedData
 from seq2seq.data.sampling import (
@@ -53,7 +53,7 @@ from seq2seq.training.progress import Progress, TrainResult, is_better, keep_rec
 from seq2seq.training.resume import check_resumable
 from seq2seq.training.runtime import (
     StopRequested,
-    check_compile_toolchain,
+    compile_scope,
     rng_state,
     set_rng_state,
 )
@@ -94,8 +94,7 @@ class Trainer:
             cfg.model, tok.src_vocab_size, tok.tgt_vocab_size
         ).to(device)
         self.model.decoder.output.chunk_bytes = self.train_cfg.loss_chunk_mb * 2**20
-        if self.train_cfg.compile:
-            self._compile_steps()
+        self.compiles = self._compile_steps()
         # The module that trains: the model itself, or its DDP wrapper under torchrun.
         self.train_model: torch.nn.Module = self.model
         if self.dist.enabled:
@@ -209,25 +208,33 @@ class Trainer:
             "versions": library_versions(),
         }
 
-    def _compile_steps(self) -> None:
-        """``trainer.compile``: the steps the model takes by hand (the decoder's
-        loop body, the deep GRU's time step) go through torch.compile (compiled at
-        the first step, once for all batch shapes) in ``trainer.compile_mode``."""
-        check_compile_toolchain(self.device)
+    def _compile_steps(self) -> bool:
+        """``trainer.compile``: the steps the model takes by hand go through
+        torch.compile (compiled at the first step, once for all batch shapes) in
+        ``trainer.compile_mode``, as far as ``compile_scope`` decides; says at start
+        what compiles and why. Returns whether anything does."""
+        switch = compile_switch(self.train_cfg.compile)
+        scope, why = compile_scope(switch, self.device)
+        if scope == "none":
+            if switch == "auto":
+                log.info("trainer.compile: every step eager (%s)", why)
+            return False
         mode = str(getattr(self.train_cfg, "compile_mode", "default"))
         bucket = int(getattr(self.train_cfg, "compile_bucket", 0) or 0)
-        parts = self.model.compile_steps(mode, bucket)
+        parts = self.model.compile_steps(mode, bucket, scope)
         if parts:
             log.info(
-                "trainer.compile: %s compile (mode %s) at the first step",
+                "trainer.compile: %s compile (mode %s) at the first step (%s)",
                 " and ".join(parts),
                 mode,
+                why,
             )
-        else:
+        elif switch == "true":
             log.info(
                 "trainer.compile: this model steps nothing by hand (nn.GRU and a "
                 "decoder without a step loop); nothing to compile"
             )
+        return bool(parts)
 
     def save(self, name: str) -> Path:
         """Write a checkpoint (rank 0 only; the other ranks just name the path)."""
@@ -399,6 +406,7 @@ class Trainer:
         window = ThroughputMeter()
         try:
             for batches in self._micro_batches():
+                began = time.monotonic()
                 stats = self.train_step(batches)
                 bar.update(len(batches))
                 if stats is None:
@@ -408,7 +416,12 @@ class Trainer:
                 if not self.stepped:  # how long the start took, for people and benches
                     self.stepped = True
                     step = self.progress.step
-                    log.info("first step of this process done (step %d)", step)
+                    log.info(
+                        "first step of this process done (step %d) in %.1f s%s",
+                        step,
+                        time.monotonic() - began,
+                        ", compiling the steps included" if self.compiles else "",
+                    )
                 if self.budget:
                     self.budget.update(self.progress.step, self._budget_used())
                 window.add(stats)
