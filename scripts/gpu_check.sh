@@ -14,7 +14,9 @@
 #      model at fp32 with the first [40 s each];
 #   5. trainer.compile: the eager against the step loop compiled in the default mode
 #      and in reduce-overhead (CUDA graphs, trainer.compile_bucket) (reference model,
-#      bf16; the recipe's decoder has no step loop to compile) [120 s];
+#      bf16; the recipe's decoder has no step loop to compile) [120 s], and the
+#      en->de recipe's model (deep transition 2) eager against its compiled recurrent
+#      steps [120 s];
 #   6. WMT-shaped: GPU_CHECK_WMT_PAIRS (200000) synthetic pairs written
 #      (scripts/synthetic_corpus.py) [40 s] and prepared at experiment=wmt14_en_de's
 #      32k pieces [90 s], then its model trained at bf16 with batches of
@@ -287,6 +289,14 @@ wanted compile && part "bench_train compile reference bf16 8192" 120 "$out/bench
     "${bench[@]}" --compare-compile --compile-modes default,reduce-overhead \
     --batches 6 --rounds 2 --batch-tokens 8192 \
     --attention bahdanau trainer.precision=bf16 "$cache"
+# the deep GRU's compiled recurrent steps (trainer.compile=auto's scope on a CPU; not
+# measured on CUDA yet): the en->de recipe's model, deep transition 2 on both sides
+wanted compile && part "bench_train compile deep transition bf16 8192" 120 \
+    "$out/bench_compile_deep.txt" \
+    "${bench[@]}" --experiment multi30k_en_de --compare-compile --compile-modes default \
+    --batches 6 --rounds 2 --batch-tokens 8192 --attention luong_general \
+    --no-input-feeding model.tie_embeddings=true model.encoder.transition_depth=2 \
+    model.decoder.transition_depth=2 trainer.precision=bf16 "$cache"
 
 # WMT-shaped: written here (16 cores: seconds), not carried; one cache for both budgets.
 if wanted wmt; then

@@ -92,23 +92,26 @@ def test_compiled_step_loop_equals_eager_for_every_batch_shape(attention, style)
     ],
     ids=["deep transition", "all"],
 )
-def test_compiled_deep_gru_step_equals_eager_for_every_batch_shape(options):
-    """``DeepGRU``'s time step through torch.compile: the same outputs, final
-    states and gradients as eager, bidirectional with padding, one compilation for
-    every batch shape. In float64, so that a difference is a bug, not rounding (layer
-    norm over a few units amplifies float32's)."""
-    _needs_toolchain("cpu")
+@pytest.mark.parametrize("device", DEVICES)
+def test_compiled_deep_gru_step_equals_eager_for_every_batch_shape(options, device):
+    """``DeepGRU``'s time step through torch.compile (without layer norm: the
+    recurrence's forward and backward steps, ``trainer.compile=auto``'s scope): the
+    same outputs, final states and gradients as eager, bidirectional with padding,
+    one compilation for every batch shape. In float64, so that a difference is a
+    bug, not rounding (layer norm over a few units amplifies float32's)."""
+    _needs_toolchain(device)
     torch.manual_seed(0)
     rnn = DeepGRU(
         6, 5, options.get("layers", 2), 0.0, True, options.get("layer_norm", False),
         options["transition_depth"], options.get("residual", False),
-    ).double()  # fmt: skip
+    ).double().to(device)  # fmt: skip
     params = list(rnn.parameters())
     for i, (b, t) in enumerate([(9, 7), (11, 4), (13, 10)]):
         x = torch.randn(b, t, 6, dtype=torch.float64, requires_grad=True)
+        x = x.to(device).detach().requires_grad_()
         lengths = torch.randint(1, t + 1, (b,))
         lengths[0] = t
-        mask = torch.arange(t)[None] < lengths[:, None]
+        mask = (torch.arange(t)[None] < lengths[:, None]).to(device)
         outputs = []
         for mode in (None, "default"):
             rnn.compile_mode = mode

@@ -16,6 +16,7 @@ from seq2seq.data.sampling import SampledBucketSampler
 from seq2seq.decoding.translator import Translator
 from seq2seq.model import decoder as decoder_module
 from seq2seq.model.checkpoint import CheckpointError, load_checkpoint
+from seq2seq.training.runtime import missing_toolchain
 from seq2seq.training.trainer import Trainer
 from tests.helpers import build_trainer, tiny_train_config
 
@@ -90,6 +91,22 @@ def test_resumed_run_with_subword_sampling_continues_exactly(tmp_path):
 def test_resumed_run_with_a_weight_average_continues_exactly(tmp_path):
     full = _resume_matches_uninterrupted(tmp_path, "trainer.ema_decay=0.9")
     assert full.ema.updates == 14
+
+
+def test_resumed_run_with_compiled_recurrent_steps_continues_exactly(tmp_path):
+    """``trainer.compile=auto`` on a deep-transition model: the compiled steps'
+    kernels are deterministic, so a resumed run still equals the uninterrupted one."""
+    if missing_toolchain(torch.device("cpu")):
+        pytest.skip("torch.compile cannot build CPU kernels here (no C++ compiler)")
+    full = _resume_matches_uninterrupted(
+        tmp_path,
+        "trainer.compile=auto",
+        "model.encoder.transition_depth=2",
+        "model.decoder.transition_depth=2",
+        "model/attention=luong_general",
+        "model.decoder.input_feeding=false",
+    )
+    assert full.compiles
 
 
 def test_resumed_run_with_self_attention_blocks_continues_exactly(tmp_path):
