@@ -185,8 +185,10 @@ class DeepGRU(nn.Module):
         if self.layer_norm:
             gi = gate_norm(gi, self._stacked(k, "norm_ih{}")[:, None, None])
         gi = gi + self._stacked(k, "bias_ih{}")[:, None, None]
-        if dirs == 2:
-            gi = torch.stack([gi[0], gi[1].flip(0)])
+        if dirs == 2:  # unbind, not gi[0] / gi[1]: each index's backward would
+            # write a zero tensor the size of gi
+            forward, backward = gi.unbind(0)
+            gi = torch.stack([forward, backward.flip(0)])
         masks = None
         if mask is not None:
             m = mask.t().unsqueeze(-1)  # (T, B, 1)
@@ -208,7 +210,11 @@ class DeepGRU(nn.Module):
         else:
             out, h = self._loop(gi, h0, masks, w_hh, b_hh, gain, transitions)
         # out (D, T, B, H), the backward direction in reverse time
-        out = torch.cat([out[0], out[1].flip(0)], -1) if dirs == 2 else out[0]
+        if dirs == 2:
+            forward, backward = out.unbind(0)
+            out = torch.cat([forward, backward.flip(0)], -1)
+        else:
+            out = out.squeeze(0)  # a view: its backward writes no zero tensor
         return out.transpose(0, 1), h
 
     def _loop(
