@@ -68,7 +68,8 @@ def compile_scope(switch: str, device: torch.device) -> tuple[str, str]:
     if device.type != "cpu":
         return (
             "none",
-            "auto: compiled steps are not measured on CUDA yet (=true compiles)",
+            "auto: compiled steps are not measured on CUDA yet; "
+            "trainer.compile=true compiles them",
         )
     missing = missing_toolchain(device)
     if missing:
