@@ -198,32 +198,6 @@ def test_the_compile_switch_takes_auto_true_or_false(tmp_path, value, message):
             check_trainer(cfg.trainer)
 
 
-def test_auto_compiles_the_deep_gru_recurrence_and_trains(tmp_path, caplog):
-    """``trainer.compile=auto`` (the default) on a deep-transition model: the
-    encoder's and decoder's recurrences compile, the run says so and trains."""
-    _needs_toolchain("cpu")
-    cfg = tiny_train_config(
-        tmp_path / "cache",
-        "trainer.compile=auto",
-        "model.encoder.transition_depth=2",
-        "model.decoder.transition_depth=2",
-        "model/attention=luong_general",
-        "model.decoder.input_feeding=false",
-        "trainer.max_steps=2",
-        "trainer.valid_every=null",
-    )
-    with caplog.at_level("INFO"):
-        trainer = build_trainer(cfg, tmp_path / "run")
-        result = trainer.fit()
-    assert trainer.compiles
-    assert {
-        m.compile_mode for m in trainer.model.modules() if isinstance(m, DeepGRU)
-    } == {"default"}
-    assert "they win on a CPU" in caplog.text
-    assert "compiling the steps included" in caplog.text
-    assert result.progress.step == 2
-
-
 def _train_mode_without_dropout(model):
     """Training mode (cuDNN's RNN backward runs in it only) with every dropout at 0:
     inductor draws other random numbers than eager, so none may be drawn."""

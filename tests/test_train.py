@@ -16,6 +16,7 @@ from seq2seq.data.sampling import SampledBucketSampler
 from seq2seq.decoding.translator import Translator
 from seq2seq.model import decoder as decoder_module
 from seq2seq.model.checkpoint import CheckpointError, load_checkpoint
+from seq2seq.model.deep_gru import DeepGRU
 from seq2seq.training.runtime import missing_toolchain
 from seq2seq.training.trainer import Trainer
 from tests.helpers import build_trainer, tiny_train_config
@@ -93,20 +94,26 @@ def test_resumed_run_with_a_weight_average_continues_exactly(tmp_path):
     assert full.ema.updates == 14
 
 
-def test_resumed_run_with_compiled_recurrent_steps_continues_exactly(tmp_path):
-    """``trainer.compile=auto`` on a deep-transition model: the compiled steps'
-    kernels are deterministic, so a resumed run still equals the uninterrupted one."""
+def test_resumed_run_with_compiled_recurrent_steps_continues_exactly(tmp_path, caplog):
+    """``trainer.compile=auto`` (the default) on a deep-transition model compiles the
+    encoder's and decoder's recurrences and says so; the compiled steps' kernels are
+    deterministic, so a resumed run still equals the uninterrupted one."""
     if missing_toolchain(torch.device("cpu")):
         pytest.skip("torch.compile cannot build CPU kernels here (no C++ compiler)")
-    full = _resume_matches_uninterrupted(
-        tmp_path,
-        "trainer.compile=auto",
-        "model.encoder.transition_depth=2",
-        "model.decoder.transition_depth=2",
-        "model/attention=luong_general",
-        "model.decoder.input_feeding=false",
-    )
+    with caplog.at_level("INFO"):
+        full = _resume_matches_uninterrupted(
+            tmp_path,
+            "trainer.compile=auto",
+            "model.encoder.transition_depth=2",
+            "model.decoder.transition_depth=2",
+            "model/attention=luong_general",
+            "model.decoder.input_feeding=false",
+        )
     assert full.compiles
+    grus = [m for m in full.model.modules() if isinstance(m, DeepGRU)]
+    assert len(grus) == 2 and {m.compile_mode for m in grus} == {"default"}
+    assert "they win on a CPU" in caplog.text
+    assert "compiling the steps included" in caplog.text
 
 
 def test_resumed_run_with_self_attention_blocks_continues_exactly(tmp_path):
