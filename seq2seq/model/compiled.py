@@ -2,9 +2,10 @@
 per step function and mode, shared by every module that steps it.
 
 The step functions themselves live beside their modules (``decoder.py``'s loop body,
-``deep_gru.deep_step``); each is a plain function of tensors with every projection
-that does not depend on the previous state hoisted out of the time loop by its
-caller, so what is compiled is a step's recurrent matmul and its element-wise work.
+``deep_gru.deep_step``, ``gru_recurrence``'s forward and backward steps); each is a
+plain function of tensors with every projection that does not depend on the previous
+state hoisted out of the time loop by its caller, so what is compiled is a step's
+recurrent matmul and its element-wise work.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.fx.experimental._config
 
 _COMPILED: dict[tuple[Callable, str], Callable] = {}
 # Graphs per compiled function: a step function meets a few variants in one run

@@ -38,9 +38,10 @@ a ``DeepGRU`` with every option off loads an ``nn.GRU``'s weights and computes t
 backward direction). The two directions of a bidirectional layer run in one loop,
 batched.
 
-Without layer norm (and uncompiled) a layer's time loop runs as one autograd function
-with a hand-written backward (``model/gru_recurrence.py``); with it, step by step under
-autograd (``deep_step``).
+Without layer norm a layer's time loop runs as one autograd function with a
+hand-written backward (``model/gru_recurrence.py``), whose forward and backward steps
+``trainer.compile`` can compile; with it, step by step under autograd (``deep_step``,
+compiled under ``trainer.compile=true``).
 
 Shapes: ``B`` batch, ``T`` steps, ``I`` input size, ``H`` hidden size, ``L`` layers,
 ``D`` directions (1 or 2).
@@ -99,10 +100,13 @@ class DeepGRU(nn.Module):
         self.layer_norm, self.transition_depth = layer_norm, transition_depth
         self.residual = residual
         # torch.compile's mode for each time step (``Seq2Seq.compile_steps``); None:
-        # eager
+        # eager. The hand-written recurrence's steps compile in the default mode
+        # whatever this says: a CUDA graph's replay would overwrite the outputs of the
+        # step before, which its backward reads
         self.compile_mode: str | None = None
-        # Without layer norm and uncompiled: the whole loop as one autograd function
-        # with a hand-written backward (model/gru_recurrence.py); False: step by step
+        # Without layer norm: the whole loop as one autograd function with a
+        # hand-written backward (model/gru_recurrence.py); False: step by step under
+        # autograd
         self.fused = True
         h3, dirs = 3 * hidden_size, 2 if bidirectional else 1
         for k in range(num_layers):

@@ -30,6 +30,10 @@ and after the loop ``∂U_d = Σ_t h_tᵀ ∂gh_t`` as one batched matmul over a
 fewer, larger kernels. Double backward is not supported (training needs none).
 Under CPU bf16 autocast the batch, and the weight gradient's T·B rows, are padded to
 ``bucket_size`` (``model/shape_buckets.py``: oneDNN builds a kernel per shape).
+The forward and the backward each call one plain function per time step
+(``forward_step``, ``backward_step``); with ``fused`` (``trainer.compile=auto`` on a
+CPU) both run through torch.compile, which fuses a step's element-wise work around its
+matmuls (``docs/performance.md``, "Compiled recurrent steps").
 
 Shapes: ``D`` directions, ``T`` steps, ``B`` batch, ``H`` hidden size.
 """
