@@ -183,8 +183,8 @@ class GRURecurrence(torch.autograd.Function):
     The forward saves, per transition and step, the state it started from (as the
     matmul read it: bf16 under autocast, half the memory) and the four products the
     backward multiplies by (``A = (1 − z)(1 − n²)``, ``Bz = (h − n) z(1 − z)``, ``C =
-    gh_n r(1 − r)``, and r, z): the backward is then four products into preallocated
-    gradient buffers, one matmul and one ``addcmul`` a step."""
+    gh_n r(1 − r)``, and r, z): the backward is then, a step, a few products, one
+    matmul per transition and the biases' gradients summed (``backward_step``)."""
 
     @staticmethod
     def forward(  # type: ignore[override]

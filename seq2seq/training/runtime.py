@@ -57,7 +57,7 @@ def compile_scope(switch: str, device: torch.device) -> tuple[str, str]:
     """What ``trainer.compile`` (auto, true or false) compiles on ``device``, and why:
     ``"all"`` (every step taken by hand), ``"recurrence"`` (the deep GRU's recurrent
     steps) or ``"none"``. ``auto`` compiles the recurrence where it was measured to win
-    (a CPU, ×1.03–×1.06 in fp32 and ×1.1 in bf16 on the en→de recipe's model,
+    (a CPU: ×1.06 in fp32 and ×1.13 in bf16 on the en→de recipe's model,
     ``docs/performance.md``) and can build kernels; the decoder's step loop wins
     nothing on a CPU, and the GPU has no measurement yet."""
     if switch == "true":
