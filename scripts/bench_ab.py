@@ -3,7 +3,9 @@
 Fresh processes one after another cannot show a 2-5 % change on this shared machine:
 its speed drifts by more than that. Here both variants train the reference model of
 ``bench_compare.py`` (the same model and optimizer, on the harness's pieces) on the
-same batches, in random order within each pair, so the drift hits both alike. It
+same batches, in random order within each pair, so the drift hits both alike, each
+step the trainer's (``batch_objective``: the output layer and the loss together, its
+rows in shape buckets under CPU bf16). It
 prints each variant's tokens/s (median over rounds) and the median over rounds of
 the ratio of their total times (before / after: > 1 means the change is faster).
 The total time, not a per-batch median, because a change may pay on a few batches
@@ -79,6 +81,7 @@ from seq2seq.model import dropout as model_dropout
 from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
+from seq2seq.training.objective import batch_objective
 from seq2seq.training.optim import build_optimizer
 from seq2seq.training.runtime import compile_scope
 
@@ -264,11 +267,11 @@ def main() -> None:
             old_code or contextlib.nullcontext(),
             autocast(torch.device("cpu"), precision),
         ):
-            out = model(
-                batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, rows=rows
-            )
-            targets = batch.tgt_out if rows is None else batch.flat_targets()
-            loss = token_loss(out.logits, targets, 0.1)
+            if rows is None:  # ``rows`` before: logits at every (B, T) position
+                out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
+                loss = token_loss(out.logits, batch.tgt_out, 0.1)
+            else:  # the trainer's objective: the output layer and loss together
+                loss = batch_objective(model, batch, 0.0, 0.1).objective
         (loss / batch.n_tokens).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         opt.step()

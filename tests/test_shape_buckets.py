@@ -1,12 +1,16 @@
 """Matmul rows padded to buckets under CPU bf16 autocast (``model/shape_buckets.py``):
 the buckets are few and at most 1/8 larger; the padded products give the values and
 gradients of the unpadded ones; the output layer's padded rows add nothing to the
-loss; a ``DeepGRU`` over a padded batch equals the stepped one; nothing is padded in
-fp32; the hand-stepped decoder loop over a padded batch and source equals it
-unpadded; the attention's keys are cast once per batch to the dtype their products
-use."""
+loss, and its logits are those of the unpadded rows; a ``DeepGRU`` over a padded
+batch equals the stepped one; nothing is padded in fp32; the hand-stepped decoder
+loop over a padded batch and source equals it unpadded; the attention's keys are cast
+once per batch to the dtype their products use; oneDNN's kernel cache holds a run's
+shapes."""
 
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -113,6 +117,35 @@ def test_padded_output_rows_add_nothing_to_the_loss():
         assert_close(a, b, rtol=0.05, atol=0.02)
 
 
+@pytest.mark.parametrize("tied", [False, True])
+def test_the_output_layers_logits_run_in_buckets_with_the_unpadded_values(tied):
+    """The logits path (R-Drop, scheduled sampling, a bf16 search) pads its rows as
+    the loss does, so oneDNN builds no kernel per row count; the logits and the
+    gradients are those of the unpadded rows."""
+    torch.manual_seed(3)
+    embedding = torch.nn.Embedding(50, 8) if tied else None
+    layer = OutputLayer(16, 50, dropout=0.0, tied=embedding)
+    seen = []
+    layer.proj.register_forward_hook(
+        lambda module, args, out: seen.append(args[0][..., 0].numel())  # rows
+    )
+    features = torch.randn(3, 13, 16, requires_grad=True)  # 39 rows → a bucket of 40
+    results = []
+    for bf16 in (True, False):
+        with torch.autocast(**BF16, enabled=bf16):
+            logits = layer(features)
+        loss = logits.float().square().sum()
+        results.append(
+            (logits, torch.autograd.grad(loss, (features, layer.proj.weight)))
+        )
+    assert seen == [40, 39]
+    (logits, grads), (logits_ref, grads_ref) = results
+    assert logits.shape == logits_ref.shape == (3, 13, 50)
+    assert_close(logits.float(), logits_ref, rtol=0.02, atol=0.05)
+    for a, b in zip(grads, grads_ref, strict=True):
+        assert_close(a, b, rtol=0.05, atol=0.5)
+
+
 def test_a_padded_batch_through_the_fused_gru_equals_the_steps():
     torch.manual_seed(2)
     fused = DeepGRU(6, 8, 2, 0.0, True, False, 2)
@@ -160,3 +193,26 @@ def test_the_hand_stepped_decoder_loop_in_buckets_equals_it_unpadded(
     assert_close(loss, loss_ref, rtol=1e-4, atol=0)
     for a, b in zip(grads, grads_ref, strict=True):
         assert_close(a, b, rtol=1e-2, atol=1e-2 * b.abs().max().item())
+
+
+@pytest.mark.parametrize("preset", [None, "64"])
+def test_importing_the_buckets_keeps_onednn_kernels_unless_the_user_chose(preset):
+    """oneDNN's kernel cache holds a run's shapes (``KERNEL_CACHE``), read when the
+    first kernel is built; a capacity the environment sets wins."""
+    env = {
+        k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+    }
+    if preset:
+        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = preset
+    code = (
+        "import os, seq2seq.model.shape_buckets as b; "
+        "print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'], b.KERNEL_CACHE)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out[0] == (preset or out[1]) and int(out[1]) >= 1024

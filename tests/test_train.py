@@ -296,7 +296,8 @@ def test_keep_last_keeps_the_newest_validated_checkpoints_by_step(tmp_path):
 
 
 def test_bf16_autocast_on_cpu_trains_and_validates_with_fp32_weights(tmp_path):
-    """``trainer.precision=bf16`` on CPU: bf16 matmuls, fp32 weights and loss."""
+    """``trainer.precision=bf16`` on CPU: bf16 matmuls, fp32 weights and loss, the
+    backward outside autocast."""
     common = [
         "trainer.log_every=1",
         "trainer.max_steps=30",
@@ -307,7 +308,12 @@ def test_bf16_autocast_on_cpu_trains_and_validates_with_fp32_weights(tmp_path):
     fp32.fit()
     bf16 = _trainer(tmp_path, "bf16", *common, "trainer.precision=bf16")
     assert bf16.amp_dtype == torch.bfloat16
+    # the backward runs outside autocast, each gradient in its forward op's dtype
+    in_autocast = []
+    weight = bf16.model.decoder.embedding.weight
+    weight.register_hook(lambda g: in_autocast.append(torch.is_autocast_enabled("cpu")))
     result = bf16.fit()
+    assert in_autocast and not any(in_autocast)
     exact, low = _losses(tmp_path / "fp32"), _losses(tmp_path / "bf16")
     # same seed, weights and first batch: the same loss up to bf16 rounding
     assert low[1] == pytest.approx(exact[1], rel=0.02)

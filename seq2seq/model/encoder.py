@@ -15,6 +15,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from seq2seq.data.tokenizer import PAD_ID
 from seq2seq.model.deep_gru import DeepGRU, build_rnn
 from seq2seq.model.dropout import Dropout
+from seq2seq.model.shape_buckets import linear_rows
 
 
 class EncoderOutput(NamedTuple):
@@ -108,7 +109,9 @@ class LinearBridge(nn.Module):
 
     def forward(self, final: Tensor) -> Tensor:
         """final ``(B, 2He)`` → ``(B, L, Hd)``."""
-        return torch.tanh(self.proj(final)).view(-1, self.layers, self.hidden_size)
+        # rows in shape buckets under CPU bf16 (one per batch size otherwise)
+        out = linear_rows(final, self.proj.weight, self.proj.bias)
+        return torch.tanh(out).view(-1, self.layers, self.hidden_size)
 
 
 class ZeroBridge(nn.Module):

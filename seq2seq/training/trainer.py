@@ -300,16 +300,21 @@ class Trainer:
             sync = contextlib.nullcontext
             if self.dist.enabled and not last:
                 sync = self.train_model.no_sync  # all-reduce once, after the last
-            with sync(), autocast(self.device, self.amp_dtype):
-                loss, objective, guide, kl = batch_objective(
-                    self.train_model,
-                    batch,
-                    1.0 - ratio,
-                    self.train_cfg.label_smoothing,
-                    self.train_cfg.rdrop,
-                    gold,
-                    self.train_cfg.guided_alignment,
-                )
+            with sync():
+                with autocast(self.device, self.amp_dtype):
+                    loss, objective, guide, kl = batch_objective(
+                        self.train_model,
+                        batch,
+                        1.0 - ratio,
+                        self.train_cfg.label_smoothing,
+                        self.train_cfg.rdrop,
+                        gold,
+                        self.train_cfg.guided_alignment,
+                    )
+                # outside autocast, so each gradient is computed in its forward op's
+                # dtype: under it, the products kept in fp32 (the attention's, whose
+                # shapes vary) would turn bf16 in the backward, a oneDNN kernel built
+                # for each new shape
                 self.scaler.scale(objective / all_tokens).backward()
             loss_sum += loss.detach()
             if guide is not None:
