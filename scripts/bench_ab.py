@@ -9,7 +9,10 @@ rows in shape buckets under CPU bf16). It
 prints each variant's tokens/s (median over rounds) and the median over rounds of
 the ratio of their total times (before / after: > 1 means the change is faster).
 The total time, not a per-batch median, because a change may pay on a few batches
-only (padding sits in a few batches).
+only (padding sits in a few batches). Each round draws new batches, whose new shapes
+make oneDNN build bf16 kernels (and torch.compile check its guards) inside the timed
+steps, as a run's first few hundred steps do; ``--warm`` runs each round's batches
+once, untimed, first, for the steady state that the rest of a run trains in.
 
 Changes (``before`` → ``after``, as in the code now):
 - ``rows``: the output layer and the loss at every (B, T) position → at the non-pad
@@ -219,6 +222,13 @@ def parse_args() -> argparse.Namespace:
         "trainer.compile (the other changes run every step eager on both sides)",
     )
     p.add_argument(
+        "--warm",
+        action="store_true",
+        help="run each round's batches once through both variants, untimed, before "
+        "timing them: the timed steps find their oneDNN kernels (bf16) and compiled "
+        "graphs built, as a training run does after its first few hundred steps",
+    )
+    p.add_argument(
         "overrides",
         nargs="*",
         help="ModelConfig values as KEY=VALUE (decoder.transition_depth=2 ...)",
@@ -305,6 +315,10 @@ def main() -> None:
             ):
                 step(before, False)  # a second shape: dynamic shapes compile again
                 step(after, True)
+        if args.warm:
+            for pair in zip(before_batches, after_batches, strict=True):
+                for after in (False, True):
+                    step(pair[after], after)
         time_s = {False: 0.0, True: 0.0}
         tokens = {False: 0, True: 0}
         for pair in zip(before_batches, after_batches, strict=True):
@@ -321,7 +335,7 @@ def main() -> None:
         f"{args.change} ({' '.join(args.overrides) + ', ' if args.overrides else ''}"
         f"{'fp32 → ' if args.change == 'stage' else ''}{args.precision}, "
         f"{args.batch_tokens}-token batches, "
-        f"{args.threads} threads, {compiled_note}"
+        f"{args.threads} threads, {compiled_note}{'warm, ' if args.warm else ''}"
         f"{args.rounds} rounds of {args.batches} pairs): "
         f"before {statistics.median(rates[False]):,.0f} tok/s, after "
         f"{statistics.median(rates[True]):,.0f} tok/s; speed-up x"

@@ -8,9 +8,6 @@ once per batch to the dtype their products use; oneDNN's kernel cache holds a ru
 shapes."""
 
 import copy
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -194,25 +191,3 @@ def test_the_hand_stepped_decoder_loop_in_buckets_equals_it_unpadded(
     for a, b in zip(grads, grads_ref, strict=True):
         assert_close(a, b, rtol=1e-2, atol=1e-2 * b.abs().max().item())
 
-
-@pytest.mark.parametrize("preset", [None, "64"])
-def test_importing_the_buckets_keeps_onednn_kernels_unless_the_user_chose(preset):
-    """oneDNN's kernel cache holds a run's shapes (``KERNEL_CACHE``), read when the
-    first kernel is built; a capacity the environment sets wins."""
-    env = {
-        k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
-    }
-    if preset:
-        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = preset
-    code = (
-        "import os, seq2seq.model.shape_buckets as b; "
-        "print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'], b.KERNEL_CACHE)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert out[0] == (preset or out[1]) and int(out[1]) >= 1024

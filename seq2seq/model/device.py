@@ -95,7 +95,7 @@ def resolve_precision(
             "fp16 autocast needs CUDA; use precision=fp32 or bf16 on CPU"
         )
     if device.type == "cpu":
-        limit_onednn_caches()
+        size_onednn_caches()
         if not cpu_has_native_bf16():
             log.warning(
                 "precision=bf16 on a CPU without AVX512-BF16 or AMX: bf16 is emulated "
@@ -104,20 +104,26 @@ def resolve_precision(
     return torch.bfloat16 if precision == Precision.bf16 else torch.float16
 
 
-ONEDNN_CACHE_CAPACITY = "64"
+# oneDNN's kernels kept built: a bf16 run's matmul shapes, few thanks to the shape
+# buckets (about 330 for the en→de recipe), with room to spare
+ONEDNN_KERNELS = "1024"
+# ideep's cache of packed weights: capping it cost no speed and saved memory
+IDEEP_CACHE = "64"
 
 
-def limit_onednn_caches() -> None:
-    """Cap oneDNN's and ideep's kernel caches, unless the user set them.
+def size_onednn_caches() -> None:
+    """Size oneDNN's and ideep's kernel caches for bf16 on a CPU, unless the user set
+    them.
 
-    bf16 matmuls on CPU go through oneDNN, which compiles and caches a kernel (with
-    packed weights) per shape, up to 1,024 of each by default. Token-bucket batches
-    change shape at every step: a 30-minute bf16 training grew to 3.9 GB. In a
-    150-step probe, capping both at 64 took the peak from 2.2 to 1.3 GB at the same
-    speed (docs/performance.md). Must run before the first bf16 matmul: both libraries
-    read the variables when they build the cache."""
-    for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
-        os.environ.setdefault(name, ONEDNN_CACHE_CAPACITY)
+    bf16 matmuls on a CPU go through oneDNN, which builds (JIT-compiles) and caches a
+    kernel per shape. The shape buckets (``model/shape_buckets.py``) keep a run's
+    shapes to a few hundred; a cache smaller than that rebuilds kernels at every step
+    (at 64 entries, about 15 builds and 25 ms a step of the en→de recipe's model in
+    bf16), while ideep's cache, capped at 64, saved memory at no cost
+    (docs/performance.md, Memory). Must run before the first bf16 matmul: both
+    libraries read the variables when they build their caches."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_KERNELS)
+    os.environ.setdefault("LRU_CACHE_CAPACITY", IDEEP_CACHE)
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None):

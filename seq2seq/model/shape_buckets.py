@@ -12,17 +12,11 @@ dozen kernels serve a whole training. fp32 matmuls (MKL) build nothing per shape
 so nothing is padded there; the attention's products, whose batch, target and source
 lengths all vary and whose FLOPs are few, run in fp32 (``bmm_varying``).
 
-The kernels must also stay built: left to its own default, oneDNN's kernel cache
-(``ONEDNN_PRIMITIVE_CACHE_CAPACITY``) dropped and rebuilt them all through an en→de
-training, about 15 builds and 25 ms a step, for ~330 distinct shapes. Importing this
-module sets the capacity to ``KERNEL_CACHE`` unless the environment already sets it;
-oneDNN reads it when it builds its first kernel, which no seq2seq command does
-before building a model.
+The kernels must also stay built: oneDNN's kernel cache holds as many as a run's
+buckets make (``model/device.py``, ``size_onednn_caches``).
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 from torch import Tensor
@@ -33,10 +27,6 @@ from seq2seq.model.precision import autocast_dtype, cast_like_autocast
 
 # Sizes up to this are used as they are (a bucket would save no kernel)
 SMALLEST_BUCKETED = 16
-# oneDNN kernels kept built: a run's distinct bf16 matmul shapes (~330 for the en→de
-# recipe) with room to spare
-KERNEL_CACHE = 4096
-os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(KERNEL_CACHE))
 
 
 def bucket_size(n: int) -> int:
