@@ -190,4 +190,3 @@ def test_the_hand_stepped_decoder_loop_in_buckets_equals_it_unpadded(
     assert_close(loss, loss_ref, rtol=1e-4, atol=0)
     for a, b in zip(grads, grads_ref, strict=True):
         assert_close(a, b, rtol=1e-2, atol=1e-2 * b.abs().max().item())
-
