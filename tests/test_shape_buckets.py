@@ -4,8 +4,7 @@ gradients of the unpadded ones; the output layer's padded rows add nothing to th
 loss, and its logits are those of the unpadded rows; a ``DeepGRU`` over a padded
 batch equals the stepped one; nothing is padded in fp32; the hand-stepped decoder
 loop over a padded batch and source equals it unpadded; the attention's keys are cast
-once per batch to the dtype their products use; oneDNN's kernel cache holds a run's
-shapes."""
+once per batch to the dtype their products use."""
 
 import copy
 
