@@ -18,6 +18,8 @@ buckets make (``model/device.py``, ``size_onednn_caches``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 from torch.nn import functional as F
@@ -56,16 +58,21 @@ def pad_dim(x: Tensor, dim: int, size: int, value: float = 0.0) -> Tensor:
     return torch.cat([x, x.new_full(shape, value)], dim)
 
 
-def linear_rows(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``F.linear(x, weight, bias)`` with the rows (all leading dimensions together)
-    padded to ``bucket_size`` where ``buckets_active``; the padding's outputs are
-    dropped, so values and gradients are ``F.linear``'s."""
+def rows_in_buckets(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    """``fn(x)`` for a row-wise ``fn`` (its rows: all leading dimensions together),
+    with the rows padded to ``bucket_size`` where ``buckets_active``; the padding's
+    outputs are dropped, so values and gradients are ``fn``'s."""
     if not buckets_active(x.device):
-        return F.linear(x, weight, bias)
+        return fn(x)
     flat = x.reshape(-1, x.size(-1))
     rows = flat.size(0)
-    out = F.linear(pad_dim(flat, 0, bucket_size(rows)), weight, bias)
+    out = fn(pad_dim(flat, 0, bucket_size(rows)))
     return out[:rows].reshape(*x.shape[:-1], out.size(-1))
+
+
+def linear_rows(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear(x, weight, bias)``, its rows in buckets (``rows_in_buckets``)."""
+    return rows_in_buckets(lambda rows: F.linear(rows, weight, bias), x)
 
 
 def pad_loss_rows(features: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
