@@ -14,6 +14,8 @@ make oneDNN build bf16 kernels (and torch.compile check its guards) inside the t
 steps, as a run's first few hundred steps do; ``--warm`` runs each round's batches
 once, untimed, first, for the steady state that the rest of a run trains in.
 
+Each variant's page faults a step are printed too (memory the step faulted in).
+
 Changes (``before`` → ``after``, as in the code now):
 - ``rows``: the output layer and the loss at every (B, T) position → at the non-pad
   targets only (``Batch.tgt_rows``); on source-sorted batches, where it was made: the
@@ -42,6 +44,8 @@ Changes (``before`` → ``after``, as in the code now):
   the trainer calls). The memory a step leaves shapes the next one's page faults,
   so this change and ``stage`` run each variant's batches in a row (after one
   untimed step), the two blocks in random order, instead of alternating batches.
+- ``baseline``: ``DeepGRU``'s recurrence (``model/gru_recurrence.py``) of git revision
+  ``--baseline REF``, loaded beside today's → today's. Give a ``DeepGRU``'s options.
 - ``stage``: the step changes of the speed stage together, as users meet them: the
   code before (``recurrence``, ``dropout`` and ``memory`` undone, every step eager)
   in fp32 → the code now in ``--precision`` (bf16 where the CPU computes it: what
@@ -69,12 +73,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import importlib.util
 import random
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -105,6 +114,7 @@ CHANGES = (
     "recurrence",
     "compile",
     "memory",
+    "baseline",
     "stage",
 )
 
@@ -227,6 +237,34 @@ def memory_returned() -> Iterator[None]:
         mallopt(runtime.M_TRIM_THRESHOLD, runtime.KEEP_FREED_BYTES)
 
 
+def recurrence_of(ref: str) -> ModuleType:
+    """``seq2seq/model/gru_recurrence.py`` at git revision ``ref``, as a module."""
+    root = Path(__file__).resolve().parent.parent
+    source = subprocess.run(
+        ["git", "-C", str(root), "show", f"{ref}:seq2seq/model/gru_recurrence.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "gru_recurrence_baseline.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("gru_recurrence_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def recurrence_from(module: ModuleType) -> Iterator[None]:
+    """Every ``DeepGRU`` runs ``module``'s recurrence (``gru_layer``)."""
+    today = deep_gru.gru_layer
+    deep_gru.gru_layer = module.gru_layer
+    try:
+        yield
+    finally:
+        deep_gru.gru_layer = today
+
+
 @contextlib.contextmanager
 def code_before_stage(model: torch.nn.Module) -> Iterator[None]:
     """``recurrence``, ``dropout`` and ``memory`` undone together, every step eager
@@ -256,6 +294,11 @@ def parse_args() -> argparse.Namespace:
         "trainer.compile (the other changes run every step eager on both sides)",
     )
     p.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="baseline: the git revision whose model/gru_recurrence.py runs before",
+    )
+    p.add_argument(
         "--warm",
         action="store_true",
         help="run each round's batches once through both variants, untimed, before "
@@ -277,6 +320,9 @@ def main() -> None:
     # changes that set it time each variant's steps in a row, not alternating
     kept = keep_freed_memory()
     consecutive = args.change in ("memory", "stage")
+    if args.change == "baseline" and not args.baseline:
+        sys.exit("baseline: give the revision to compare with, --baseline REF")
+    old_recurrence = recurrence_of(args.baseline) if args.change == "baseline" else None
     if consecutive and not kept:
         sys.exit(
             f"{args.change}: needs glibc and no MALLOC_TRIM_THRESHOLD_ / "
@@ -302,6 +348,8 @@ def main() -> None:
         parts = model.compile_steps("default", 0, scope)
         print(f"compiled: {' and '.join(parts) or 'nothing'} ({why})", flush=True)
 
+    last_faults = [0]  # the page faults of the last step: memory faulted in
+
     def step(batch: Batch, after: bool) -> float:
         rows = batch.tgt_rows if after or args.change != "rows" else None
         old_code = None  # the context that puts the code as it was before
@@ -313,24 +361,29 @@ def main() -> None:
                 "recurrence": lambda: stepped_recurrence(model),
                 "compile": lambda: eager_steps(model),
                 "memory": memory_returned,
+                "baseline": lambda: recurrence_from(old_recurrence),
                 "stage": lambda: code_before_stage(model),
             }[args.change]()
         precision = amp if after else amp_before
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start = time.perf_counter()
-        with (
-            old_code or contextlib.nullcontext(),
-            autocast(torch.device("cpu"), precision),
-        ):
-            if rows is None:  # ``rows`` before: logits at every (B, T) position
-                out = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in)
-                loss = token_loss(out.logits, batch.tgt_out, 0.1)
-            else:  # the trainer's objective: the output layer and loss together
-                loss = batch_objective(model, batch, 0.0, 0.1).objective
-        (loss / batch.n_tokens).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return time.perf_counter() - start
+        # the old code for the whole step: ``memory`` acts where the backward frees
+        with old_code or contextlib.nullcontext():
+            with autocast(torch.device("cpu"), precision):
+                if rows is None:  # ``rows`` before: logits at every (B, T) position
+                    out = model(
+                        batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in
+                    )
+                    loss = token_loss(out.logits, batch.tgt_out, 0.1)
+                else:  # the trainer's objective: the output layer and loss together
+                    loss = batch_objective(model, batch, 0.0, 0.1).objective
+            (loss / batch.n_tokens).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        seconds = time.perf_counter() - start
+        last_faults[0] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+        return seconds
 
     def batches(sort_by: str, seed: int) -> list[Batch]:
         loader = make_loader(
@@ -342,6 +395,7 @@ def main() -> None:
     rng = random.Random(0)
     rates: dict[bool, list[float]] = {False: [], True: []}
     ratios = []
+    faults = {False: 0, True: 0}  # page faults of the timed steps
     for r in range(args.rounds):
         after_batches = batches(
             "source" if args.change == "rows" else "target", 100 + r
@@ -372,11 +426,13 @@ def main() -> None:
                 for batch in run:
                     time_s[after] += step(batch, after)
                     tokens[after] += batch.n_tokens
+                    faults[after] += last_faults[0]
         else:
             for pair in zip(before_batches, after_batches, strict=True):
                 for after in rng.sample([False, True], 2):
                     time_s[after] += step(pair[after], after)
                     tokens[after] += pair[after].n_tokens
+                    faults[after] += last_faults[0]
         for after in (False, True):
             rates[after].append(tokens[after] / time_s[after])
         ratio = (time_s[False] / tokens[False]) / (time_s[True] / tokens[True])
@@ -394,6 +450,11 @@ def main() -> None:
         f"{statistics.median(ratios):.3f} (rounds "
         + " / ".join(f"{x:.3f}" for x in ratios)
         + ")"
+    )
+    timed = args.rounds * args.batches
+    print(
+        f"page faults a step: before {faults[False] / timed:,.0f}, "
+        f"after {faults[True] / timed:,.0f}"
     )
 
 

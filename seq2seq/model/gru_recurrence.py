@@ -81,7 +81,7 @@ def gru_layer(
     if torch.is_grad_enabled() and any(t.requires_grad for t in (gi, h0, *params)):
         out, h = GRURecurrence.apply(gi, h0, masks, depth, bucket, fused, *params)
     else:
-        out, h, _ = _recurrence(gi, h0, masks, depth, params, False, fused)
+        out, h, _, _ = _recurrence(gi, h0, masks, depth, params, False, fused)
     return out[:, :, :batch], h[:, :batch]
 
 
@@ -93,10 +93,13 @@ def _recurrence(
     params: tuple[Tensor, ...],
     save: bool,
     fused: bool = False,
-) -> tuple[Tensor, Tensor, list[list[tuple[Tensor, ...]]]]:
-    """The forward loop; with ``save``, also what the backward needs, per transition
-    and step: the state the transition started from (in the matmul's dtype) and A,
-    Bz, C, r, z. ``fused``: each time step through torch.compile (``step_fn``)."""
+    pad_rows: int = 0,
+) -> tuple[Tensor, Tensor, list[Tensor], list[list[tuple[Tensor, ...]]]]:
+    """The forward loop → outputs, final states and, with ``save``, what the backward
+    needs: per transition the states it started from, in the matmul's dtype, as the
+    rows of ``∂U``'s matmul ``(D, T·B + pad_rows, H)`` (``step_rows``), and per
+    transition and step A, Bz, C, r, z. ``fused``: each time step through
+    torch.compile (``step_fn``)."""
     # detached: the steps need no graph (the autograd function or no_grad around
     # them), and a compiled step would otherwise compile again for requires_grad
     gi, h0 = gi.detach(), h0.detach()
@@ -110,11 +113,15 @@ def _recurrence(
     ]
     keep = masks.to(h0.dtype).unbind(1) if masks is not None else None
     real = masks.unbind(1) if masks is not None else None
+    dirs, steps, batch, size = *gi.shape[:3], h0.size(-1)
+    # each step writes its output and start states here: no stack of the steps after
+    out = h0.new_empty(dirs, steps, batch, size)
+    starts = [step_rows(w, dirs, steps, batch, size, pad_rows) for w in weights if save]
     step = step_fn(forward_step, fused)
-    h, outs = h0, []
+    h = h0
     saved: list[list[tuple[Tensor, ...]]] = [[] for _ in range(depth)]
     for t, gi_t in enumerate(gi.unbind(1)):
-        new, h, products = step(
+        h, products = step(
             gi_t,
             h,
             keep[t] if keep is not None else None,
@@ -122,12 +129,23 @@ def _recurrence(
             weights,
             input_biases,
             hidden_biases,
-            save,
+            out[:, t],
+            [by_step[:, t] for _, by_step in starts] if save else None,
         )
         for d, step_products in enumerate(products):
             saved[d].append(step_products)
-        outs.append(new)
-    return torch.stack(outs, 1), h, saved
+    return out, h, [rows for rows, _ in starts], saved
+
+
+def step_rows(
+    like: Tensor, dirs: int, steps: int, batch: int, width: int, pad_rows: int
+) -> tuple[Tensor, Tensor]:
+    """A ``(D, T·B + pad_rows, W)`` tensor of ``like``'s dtype for the steps to fill
+    (one matmul's rows over all steps), its pad rows zeroed, and its first T·B rows as
+    ``(D, T, B, W)``, whose ``[:, t]`` step t writes."""
+    rows = like.new_empty(dirs, steps * batch + pad_rows, width)
+    rows[:, steps * batch :].zero_()
+    return rows, rows[:, : steps * batch].unflatten(1, (steps, batch))
 
 
 def forward_step(
@@ -138,13 +156,15 @@ def forward_step(
     weights: list[Tensor],
     input_biases: list[Tensor],
     hidden_biases: list[Tensor],
-    save: bool,
-) -> tuple[Tensor, Tensor, list[tuple[Tensor, ...]]]:
+    out_t: Tensor,
+    starts_t: list[Tensor] | None,
+) -> tuple[Tensor, list[tuple[Tensor, ...]]]:
     """One time step, every transition: gi_t ``(D, B, 3H)``, h ``(D, B, H)``, the
-    step's mask as a factor and as bool ``(D, B, 1)`` (or None) → the output (zeros
-    at padding), the carried state, and with ``save`` each transition's products
-    for the backward. A plain function of tensors, so torch.compile can fuse a
-    step's element-wise work around its matmuls."""
+    step's mask as a factor and as bool ``(D, B, 1)`` (or None) → the carried state,
+    with its output (zeros at padding) written to ``out_t``; with ``starts_t`` (to
+    save for the backward) each transition's start state written there and its
+    products returned. A plain function of tensors, so torch.compile can fuse a
+    step's element-wise work around its matmuls (and the writes into it)."""
     size = h.size(-1)
     new, saved = h, []
     for d, w in enumerate(weights):
@@ -159,17 +179,19 @@ def forward_step(
         r, z = gates.chunk(2, -1)
         n = torch.tanh(torch.addcmul(gi_n, r, gh_n))
         h_minus_n = new - n
-        if save:
+        if starts_t is not None:
+            starts_t[d].copy_(start)
             slope_r, slope_z = (gates * (1 - gates)).chunk(2, -1)  # σ(1 − σ)
             a = (1 - n * n) * (1 - z)
-            saved.append((start, a, h_minus_n * slope_z, slope_r * gh_n, r, z))
+            saved.append((a, h_minus_n * slope_z, slope_r * gh_n, r, z))
         new = torch.addcmul(n, z, h_minus_n)
     if keep_t is not None:
         new = new * keep_t
         h = torch.where(real_t, new, h)
     else:
         h = new
-    return new, h, saved
+    out_t.copy_(new)
+    return h, saved
 
 
 def step_fn(fn: Callable, fused: bool) -> Callable:
@@ -180,11 +202,14 @@ def step_fn(fn: Callable, fused: bool) -> Callable:
 class GRURecurrence(torch.autograd.Function):
     """``gru_layer``'s autograd function (see the module docstring).
 
-    The forward saves, per transition and step, the state it started from (as the
-    matmul read it: bf16 under autocast, half the memory) and the four products the
-    backward multiplies by (``A = (1 − z)(1 − n²)``, ``Bz = (h − n) z(1 − z)``, ``C =
-    gh_n r(1 − r)``, and r, z): the backward is then, a step, a few products, one
-    matmul per transition and the biases' gradients summed (``backward_step``)."""
+    The forward saves, per transition, the states it started from at every step (as
+    the matmul read them: bf16 under autocast, half the memory), written by the steps
+    into the rows of ``∂U``'s matmul, and per step the four products the backward
+    multiplies by (``A = (1 − z)(1 − n²)``, ``Bz = (h − n) z(1 − z)``, ``C = gh_n r(1 −
+    r)``, and r, z): the backward is then, a step, a few products, one matmul per
+    transition and the biases' gradients summed (``backward_step``), each step
+    writing ∂gi and ∂gh where the end of the loop reads them (no stack or concatenation
+    of the steps: 1–3 % of a training step, ``docs/performance.md``)."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -197,12 +222,18 @@ class GRURecurrence(torch.autograd.Function):
         fused: bool,
         *params: Tensor,
     ) -> tuple[Tensor, Tensor]:
-        out, h, saved = _recurrence(gi, h0, masks, depth, params, True, fused)
+        # under CPU bf16 ∂U's matmul has a row count in a bucket: zero rows after
+        rows = gi.size(1) * gi.size(2)
+        pad_rows = bucket_size(rows) - rows if bucket else 0
+        out, h, starts, saved = _recurrence(
+            gi, h0, masks, depth, params, True, fused, pad_rows
+        )
         ctx.depth, ctx.gi_dtype, ctx.has_masks = depth, gi.dtype, masks is not None
-        ctx.bucket, ctx.fused = bucket, fused
+        ctx.pad_rows, ctx.fused = pad_rows, fused
         ctx.save_for_backward(
             masks if masks is not None else gi.new_empty(0),
             *params[:depth],
+            *starts,
             *(x for transition in saved for step in transition for x in step),
         )
         return out, h
@@ -214,7 +245,7 @@ class GRURecurrence(torch.autograd.Function):
     ) -> tuple[Tensor | None, ...]:
         depth = ctx.depth
         masks, *rest = ctx.saved_tensors
-        weights, rest = rest[:depth], rest[depth:]
+        weights, starts, rest = rest[:depth], rest[depth : 2 * depth], rest[2 * depth :]
         dirs, steps, batch, size = d_out.shape
         per_step = len(rest) // (depth * steps)
         saved = [
@@ -231,37 +262,32 @@ class GRURecurrence(torch.autograd.Function):
         d_hidden_biases = [d_out.new_zeros(dirs, 1, 3 * size) for _ in range(depth)]
         d_input_biases = [d_out.new_zeros(dirs, 1, 3 * size) for _ in range(depth - 1)]
         step = step_fn(backward_step, ctx.fused)
-        d_gi, d_gh = [], [[] for _ in range(depth)]  # last step first
+        # each step writes its ∂gi and each transition's ∂gh here
+        d_gi = d_out.new_empty(dirs, steps, batch, 3 * size)
+        d_gh = [
+            step_rows(w, dirs, steps, batch, 3 * size, ctx.pad_rows) for w in weights
+        ]
         dh = d_final
         for t, d_out_t in reversed(list(enumerate(d_out.unbind(1)))):
-            dh, d_gi_t, d_gh_t, d_hidden_biases, d_input_biases = step(
+            dh, d_hidden_biases, d_input_biases = step(
                 d_out_t,
                 dh,
                 keep[t] if keep is not None else None,
                 drop[t] if drop is not None else None,
-                [saved[d][t][1:] for d in range(depth)],
+                [saved[d][t] for d in range(depth)],
                 weights_t,
                 d_hidden_biases,
                 d_input_biases,
+                d_gi[:, t],
+                [by_step[:, t] for _, by_step in d_gh],
             )
-            d_gi.append(d_gi_t)
-            for d in range(depth):
-                d_gh[d].append(d_gh_t[d])
-        d_weights = []
-        for d in range(depth):
-            # ∂U_d = Σ_t h_tᵀ ∂gh_t: one matmul over all T·B rows (in a bucket, with
-            # zero rows, under CPU bf16), the steps in the order of d_gh
-            states = [saved[d][t][0] for t in reversed(range(steps))]
-            grads = d_gh[d]
-            if ctx.bucket:
-                pad = bucket_size(steps * batch) - steps * batch
-                states.append(states[0].new_zeros(dirs, pad, size))
-                grads.append(grads[0].new_zeros(dirs, pad, 3 * size))
-            d_weights.append(
-                torch.bmm(torch.cat(states, 1).transpose(1, 2), torch.cat(grads, 1))
-            )
+        # ∂U_d = Σ_t h_tᵀ ∂gh_t: one matmul over all T·B rows (and the zero pad rows)
+        d_weights = [
+            torch.bmm(states.transpose(1, 2), grads)
+            for states, (grads, _) in zip(starts, d_gh, strict=True)
+        ]
         return (
-            torch.stack(d_gi[::-1], 1).to(ctx.gi_dtype),
+            d_gi.to(ctx.gi_dtype),
             dh,
             None,
             None,
@@ -282,19 +308,20 @@ def backward_step(
     weights_t: list[Tensor],
     d_hidden_biases: list[Tensor],
     d_input_biases: list[Tensor],
-) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor], list[Tensor]]:
+    d_gi_t: Tensor,
+    d_gh_t: list[Tensor],
+) -> tuple[Tensor, list[Tensor], list[Tensor]]:
     """One time step of the backward, every transition, last to first: the output's
     gradient d_out_t and the carried state's dh ``(D, B, H)``, the step's mask as
     factors (or None), each transition's saved A, Bz, C, r, z, the transposed
     recurrent weights ``(D, 3H, H)`` and the biases' gradients so far → the carried
-    state's gradient for the step before, ∂gi of the step ``(D, B, 3H)``, each
-    transition's ∂gh in the matmul's dtype, and the biases' gradients with this
-    step's added. A plain function of tensors, for torch.compile (``step_fn``)."""
+    state's gradient for the step before and the biases' gradients with this step's
+    added; ∂gi of the step ``(D, B, 3H)`` is written to ``d_gi_t``, each transition's
+    ∂gh (in the matmul's dtype) to ``d_gh_t``. A plain function of tensors, for
+    torch.compile (``step_fn``)."""
     g = dh + d_out_t
     if keep_t is not None:
         g = g * keep_t
-    d_gh: list[Tensor] = []
-    d_gi_t = g
     d_hidden_biases, d_input_biases = list(d_hidden_biases), list(d_input_biases)
     for d in reversed(range(len(weights_t))):
         a, b_z, c_r, r, z = saved_t[d]
@@ -302,15 +329,15 @@ def backward_step(
         a_r, a_z = a_n * c_r, g * b_z
         gh = torch.cat([a_r, a_z, a_n * r], -1)
         gh_low = gh.to(weights_t[d].dtype)
-        d_gh.append(gh_low)
+        d_gh_t[d].copy_(gh_low)
         d_hidden_biases[d] = d_hidden_biases[d] + gh.sum(1, keepdim=True)
         gi = torch.cat([a_r, a_z, a_n], -1)
         if d == 0:
-            d_gi_t = gi
+            d_gi_t.copy_(gi)
         else:
             d_input_biases[d - 1] = d_input_biases[d - 1] + gi.sum(1, keepdim=True)
         back = torch.bmm(gh_low, weights_t[d])
         g = back.to(g.dtype) + g * z
     if drop_t is not None:
         g = g + dh * drop_t
-    return g, d_gi_t, d_gh[::-1], d_hidden_biases, d_input_biases
+    return g, d_hidden_biases, d_input_biases
