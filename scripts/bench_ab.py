@@ -38,17 +38,11 @@ Changes (``before`` → ``after``, as in the code now):
   deep GRU's recurrent steps on a CPU, what ``trainer.compile=auto`` compiles; the
   compile time is printed), in ``--precision``. Give a ``DeepGRU``'s options as
   overrides, or ``--compile true`` for the decoder's step loop too.
-- ``memory``: freed memory beyond 64 MB handed back to the system between steps, as
-  glibc's malloc does by default (its thresholds at the top of their adaptive range)
-  → kept for the next step (``training/runtime.py``, ``keep_freed_memory``, which
-  the trainer calls). The memory a step leaves shapes the next one's page faults,
-  so this change and ``stage`` run each variant's batches in a row (after one
-  untimed step), the two blocks in random order, instead of alternating batches.
 - ``baseline``: ``DeepGRU``'s recurrence (``model/gru_recurrence.py``) of git revision
   ``--baseline REF``, loaded beside today's → today's. Give a ``DeepGRU``'s options.
 - ``stage``: the step changes of the speed stage together, as users meet them: the
-  code before (``recurrence``, ``dropout`` and ``memory`` undone, every step eager)
-  in fp32 → the code now in ``--precision`` (bf16 where the CPU computes it: what
+  code before (``recurrence`` and ``dropout`` undone, every step eager) in fp32 →
+  the code now in ``--precision`` (bf16 where the CPU computes it: what
   ``precision=auto`` picks) with the steps ``--compile`` compiles (``auto``, as
   ``trainer.compile=auto``).
   The shape buckets alone have no pair here: the unpadded variant's new shapes would
@@ -60,7 +54,7 @@ Changes (``before`` → ``after``, as in the code now):
         encoder.transition_depth=2 decoder.transition_depth=2
     python scripts/bench_ab.py slices --batch-tokens 2048 encoder.transition_depth=2 \
         decoder.transition_depth=2
-    # the en→de recipe's model (its dropout too; ``memory`` with the same overrides):
+    # the en→de recipe's model (its dropout too):
     python scripts/bench_ab.py stage --precision bf16 --batch-tokens 2048 \
         encoder.layers=2 attention.type=luong_general attention.style=luong \
         decoder.input_feeding=false tie_embeddings=true encoder.transition_depth=2 \
@@ -72,7 +66,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import importlib.util
 import random
 import resource
@@ -100,10 +93,9 @@ from seq2seq.model import dropout as model_dropout
 from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
-from seq2seq.training import runtime
 from seq2seq.training.objective import batch_objective
 from seq2seq.training.optim import build_optimizer
-from seq2seq.training.runtime import compile_scope, keep_freed_memory
+from seq2seq.training.runtime import compile_scope
 
 CHANGES = (
     "rows",
@@ -113,7 +105,6 @@ CHANGES = (
     "dropout",
     "recurrence",
     "compile",
-    "memory",
     "baseline",
     "stage",
 )
@@ -217,26 +208,6 @@ def eager_steps(model: torch.nn.Module) -> Iterator[None]:
             m.compile_mode = mode
 
 
-# glibc's own thresholds at the top of their adaptive range (trim 64 MB, blocks up
-# to 32 MB from the heap): the least memory it ever hands back between steps
-GLIBC_TRIM_BYTES = 64 * 2**20
-
-
-@contextlib.contextmanager
-def memory_returned() -> Iterator[None]:
-    """Freed memory beyond 64 MB at the heap's top back to the system, as glibc's
-    malloc does by default (after ``keep_freed_memory``: its trim threshold set back
-    to the highest its adaptation reaches, so fewer page faults than a process that
-    never set it)."""
-    mallopt = ctypes.CDLL(None).mallopt
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt(runtime.M_TRIM_THRESHOLD, GLIBC_TRIM_BYTES)
-    try:
-        yield
-    finally:
-        mallopt(runtime.M_TRIM_THRESHOLD, runtime.KEEP_FREED_BYTES)
-
-
 def recurrence_of(ref: str) -> ModuleType:
     """``seq2seq/model/gru_recurrence.py`` at git revision ``ref``, as a module."""
     root = Path(__file__).resolve().parent.parent
@@ -267,14 +238,9 @@ def recurrence_from(module: ModuleType) -> Iterator[None]:
 
 @contextlib.contextmanager
 def code_before_stage(model: torch.nn.Module) -> Iterator[None]:
-    """``recurrence``, ``dropout`` and ``memory`` undone together, every step eager
-    (in fp32, where the shape buckets are off)."""
-    with (
-        eager_steps(model),
-        stepped_recurrence(model),
-        torch_dropout(),
-        memory_returned(),
-    ):
+    """``recurrence`` and ``dropout`` undone together, every step eager (in fp32,
+    where the shape buckets are off)."""
+    with eager_steps(model), stepped_recurrence(model), torch_dropout():
         yield
 
 
@@ -316,18 +282,9 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
-    # as the trainer does; the memory kept shapes the next step's time, so the
-    # changes that set it time each variant's steps in a row, not alternating
-    kept = keep_freed_memory()
-    consecutive = args.change in ("memory", "stage")
     if args.change == "baseline" and not args.baseline:
         sys.exit("baseline: give the revision to compare with, --baseline REF")
     old_recurrence = recurrence_of(args.baseline) if args.change == "baseline" else None
-    if consecutive and not kept:
-        sys.exit(
-            f"{args.change}: needs glibc and no MALLOC_TRIM_THRESHOLD_ / "
-            "MALLOC_MMAP_THRESHOLD_ / glibc.malloc tunable set"
-        )
     torch.manual_seed(42)
     amp = resolve_precision(args.precision, torch.device("cpu"))
     # ``stage`` times the code before in fp32, whatever the code now runs in
@@ -360,14 +317,13 @@ def main() -> None:
                 "dropout": torch_dropout,
                 "recurrence": lambda: stepped_recurrence(model),
                 "compile": lambda: eager_steps(model),
-                "memory": memory_returned,
                 "baseline": lambda: recurrence_from(old_recurrence),
                 "stage": lambda: code_before_stage(model),
             }[args.change]()
         precision = amp if after else amp_before
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start = time.perf_counter()
-        # the old code for the whole step: ``memory`` acts where the backward frees
+        # the old code for the whole step, its backward and optimizer step too
         with old_code or contextlib.nullcontext():
             with autocast(torch.device("cpu"), precision):
                 if rows is None:  # ``rows`` before: logits at every (B, T) position
@@ -419,20 +375,11 @@ def main() -> None:
                     step(pair[after], after)
         time_s = {False: 0.0, True: 0.0}
         tokens = {False: 0, True: 0}
-        if consecutive:  # each variant's steps in a row, in random order
+        for pair in zip(before_batches, after_batches, strict=True):
             for after in rng.sample([False, True], 2):
-                run = after_batches if after else before_batches
-                step(run[-1], after)  # untimed: the heap as this variant leaves it
-                for batch in run:
-                    time_s[after] += step(batch, after)
-                    tokens[after] += batch.n_tokens
-                    faults[after] += last_faults[0]
-        else:
-            for pair in zip(before_batches, after_batches, strict=True):
-                for after in rng.sample([False, True], 2):
-                    time_s[after] += step(pair[after], after)
-                    tokens[after] += pair[after].n_tokens
-                    faults[after] += last_faults[0]
+                time_s[after] += step(pair[after], after)
+                tokens[after] += pair[after].n_tokens
+                faults[after] += last_faults[0]
         for after in (False, True):
             rates[after].append(tokens[after] / time_s[after])
         ratio = (time_s[False] / tokens[False]) / (time_s[True] / tokens[True])

@@ -40,7 +40,6 @@ from seq2seq.data.prepare import prepare_data, resolve_cache_root  # noqa: E402
 from seq2seq.model.device import select_device  # noqa: E402
 from seq2seq.training.runtime import (  # noqa: E402
     check_compile_toolchain,
-    keep_freed_memory,
     seed_everything,
 )
 from seq2seq.training.trainer import Trainer  # noqa: E402
@@ -111,7 +110,6 @@ def build_trainer(args) -> Trainer:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
     seed_everything(cfg.trainer.seed)
-    keep_freed_memory()  # as run_training does
     data = prepare_data(cfg.data, cfg.tokenizer, resolve_cache_root(cfg.data.cache_dir))
     run_dir = Path("/tmp/seq2seq-bench-train")
     return Trainer(cfg, run_dir, data, select_device(args.device))

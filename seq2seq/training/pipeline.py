@@ -29,7 +29,6 @@ from seq2seq.training.distributed import (
 from seq2seq.training.runtime import (
     configure_cuda,
     configure_threads,
-    keep_freed_memory,
     seed_everything,
 )
 from seq2seq.training.trainer import Trainer, TrainResult
@@ -75,8 +74,6 @@ def run_training(cfg: DictConfig, run_dir: Path) -> float | None:
     """
     seed_everything(cfg.trainer.seed)
     configure_threads(cfg.trainer.threads)
-    if keep_freed_memory():
-        log.debug("host memory: freed memory kept for the next step (glibc)")
     device = select_device(cfg.trainer.device)
     dist_info = init_distributed(device.type)
     if dist_info.enabled and device.type == "cuda":

@@ -4,10 +4,8 @@ once at the entry point of a training run."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
-import platform
 import random
 import shutil
 import signal
@@ -136,43 +134,6 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
 def configure_threads(threads: int | None) -> None:
     if threads:
         torch.set_num_threads(threads)
-
-
-# glibc's mallopt parameters (malloc.h)
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-# Freed memory at the heap's top goes back to the system only beyond this: mallopt's
-# largest value (an int), 2 GiB
-KEEP_FREED_BYTES = 2**31 - 1
-# Blocks up to this size come from the heap, larger ones are mapped and unmapped one
-# by one: glibc's largest threshold on 64-bit, where its own adaptive one ends
-HEAP_BLOCK_BYTES = 32 * 2**20
-# The variables with which a user sets these thresholds; when one is set, theirs hold
-MALLOC_VARIABLES = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
-
-
-def keep_freed_memory() -> bool:
-    """Keep the memory a training step frees for the next step (glibc only); True
-    when set.
-
-    A step allocates and frees the same few hundred MB each time (activations, their
-    gradients, the logits). glibc's malloc returns freed memory at the top of its heap
-    to the system once it exceeds a threshold it adapts up to 64 MB, so each step
-    faulted its memory back in page by page, zero-filled: about 9,000 page faults a
-    step of the en→de recipe's model. Here the heap keeps up to 2 GiB of freed memory
-    (peak RSS unchanged, since the next step reuses it) and blocks up to 32 MB come
-    from it (docs/performance.md, "Memory kept between steps"). A no-op elsewhere
-    (macOS, musl) and where the user set ``MALLOC_TRIM_THRESHOLD_`` or
-    ``MALLOC_MMAP_THRESHOLD_`` or a ``glibc.malloc`` tunable."""
-    if platform.libc_ver()[0] != "glibc":
-        return False
-    if any(name in os.environ for name in MALLOC_VARIABLES):
-        return False
-    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
-        return False
-    mallopt = ctypes.CDLL(None).mallopt  # this process's C library
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    kept = mallopt(M_TRIM_THRESHOLD, KEEP_FREED_BYTES) == 1
-    return mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES) == 1 and kept
 
 
 def configure_cuda(device: torch.device) -> None:
