@@ -66,13 +66,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import random
 import resource
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,6 +82,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_compare import MODEL, load_split
 from omegaconf import OmegaConf
+from revision import module_at
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.batching import Batch, make_loader
@@ -208,23 +206,6 @@ def eager_steps(model: torch.nn.Module) -> Iterator[None]:
             m.compile_mode = mode
 
 
-def recurrence_of(ref: str) -> ModuleType:
-    """``seq2seq/model/gru_recurrence.py`` at git revision ``ref``, as a module."""
-    root = Path(__file__).resolve().parent.parent
-    source = subprocess.run(
-        ["git", "-C", str(root), "show", f"{ref}:seq2seq/model/gru_recurrence.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "gru_recurrence_baseline.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("gru_recurrence_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @contextlib.contextmanager
 def recurrence_from(module: ModuleType) -> Iterator[None]:
     """Every ``DeepGRU`` runs ``module``'s recurrence (``gru_layer``)."""
@@ -284,7 +265,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.change == "baseline" and not args.baseline:
         sys.exit("baseline: give the revision to compare with, --baseline REF")
-    old_recurrence = recurrence_of(args.baseline) if args.change == "baseline" else None
+    old_recurrence = None
+    if args.change == "baseline":
+        old_recurrence = module_at(args.baseline, "seq2seq/model/gru_recurrence.py")
     torch.manual_seed(42)
     amp = resolve_precision(args.precision, torch.device("cpu"))
     # ``stage`` times the code before in fp32, whatever the code now runs in

@@ -37,13 +37,10 @@ of the paired round times, "speed-up": baseline / today, or first vocab / this v
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from functools import partial
@@ -54,31 +51,19 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from revision import module_at  # noqa: E402
+
 from seq2seq.data.splits import encode_corpus_split  # noqa: E402
 from seq2seq.decoding import translator as translator_module  # noqa: E402
 from seq2seq.decoding.scores import score  # noqa: E402
 from seq2seq.decoding.translator import Translator  # noqa: E402
 
+# the module ``--baseline`` loads at its revision
+SEARCH = "seq2seq/decoding/search.py"
+
 
 def _numbers(text: str, kind=int) -> list:
     return [kind(x) for x in text.split(",") if x]
-
-
-def baseline_search(ref: str):
-    """``seq2seq/decoding/search.py`` at git revision ``ref``, as a module."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:seq2seq/decoding/search.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "search_baseline.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("search_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 @contextmanager
@@ -119,7 +104,7 @@ def main() -> None:
     split = encode_corpus_split(data_cfg, base.tokenizer, args.split)
     budgets = _numbers(args.batch_tokens) or [base.batch_tokens]
     limits = [tuple(x.split(":")) for x in args.max_len.split(",") if x] or [None]
-    old = baseline_search(args.baseline) if args.baseline else None
+    old = module_at(args.baseline, SEARCH) if args.baseline else None
     vocabs = args.vocab.split(",")
     precisions = args.precision.split(",")
     variants = []  # (name, translator, search module)
