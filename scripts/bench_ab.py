@@ -14,7 +14,10 @@ make oneDNN build bf16 kernels (and torch.compile check its guards) inside the t
 steps, as a run's first few hundred steps do; ``--warm`` runs each round's batches
 once, untimed, first, for the steady state that the rest of a run trains in.
 
-Each variant's page faults a step are printed too (memory the step faulted in).
+Each variant's page faults a step are printed too (memory the step faulted in): glibc
+hands freed memory back to the system past a threshold, and the next step faults it in
+again, whichever variant that step is. ``--in-a-row`` times each variant's batches of a
+round in a row instead, as a training run steps after its own steps.
 
 Changes (``before`` → ``after``, as in the code now):
 - ``rows``: the output layer and the loss at every (B, T) position → at the non-pad
@@ -246,6 +249,14 @@ def parse_args() -> argparse.Namespace:
         help="baseline: the git revision whose model/gru_recurrence.py runs before",
     )
     p.add_argument(
+        "--in-a-row",
+        action="store_true",
+        help="time each variant's batches of a round in a row (after one untimed step "
+        "of its own), the two in random order, instead of alternating batch by batch: "
+        "the memory a step hands back to the system is faulted in by the next step, "
+        "and in a training run each variant's step follows its own",
+    )
+    p.add_argument(
         "--warm",
         action="store_true",
         help="run each round's batches once through both variants, untimed, before "
@@ -358,11 +369,20 @@ def main() -> None:
                     step(pair[after], after)
         time_s = {False: 0.0, True: 0.0}
         tokens = {False: 0, True: 0}
-        for pair in zip(before_batches, after_batches, strict=True):
+        if args.in_a_row:  # each variant's batches in a row, in random order
             for after in rng.sample([False, True], 2):
-                time_s[after] += step(pair[after], after)
-                tokens[after] += pair[after].n_tokens
-                faults[after] += last_faults[0]
+                run = after_batches if after else before_batches
+                step(run[-1], after)  # untimed: the heap as this variant leaves it
+                for batch in run:
+                    time_s[after] += step(batch, after)
+                    tokens[after] += batch.n_tokens
+                    faults[after] += last_faults[0]
+        else:
+            for pair in zip(before_batches, after_batches, strict=True):
+                for after in rng.sample([False, True], 2):
+                    time_s[after] += step(pair[after], after)
+                    tokens[after] += pair[after].n_tokens
+                    faults[after] += last_faults[0]
         for after in (False, True):
             rates[after].append(tokens[after] / time_s[after])
         ratio = (time_s[False] / tokens[False]) / (time_s[True] / tokens[True])
@@ -374,6 +394,7 @@ def main() -> None:
         f"{'fp32 → ' if args.change == 'stage' else ''}{args.precision}, "
         f"{args.batch_tokens}-token batches, "
         f"{args.threads} threads, {compiled_note}{'warm, ' if args.warm else ''}"
+        f"{'in a row, ' if args.in_a_row else ''}"
         f"{args.rounds} rounds of {args.batches} pairs): "
         f"before {statistics.median(rates[False]):,.0f} tok/s, after "
         f"{statistics.median(rates[True]):,.0f} tok/s; speed-up x"
