@@ -14,10 +14,10 @@ make oneDNN build bf16 kernels (and torch.compile check its guards) inside the t
 steps, as a run's first few hundred steps do; ``--warm`` runs each round's batches
 once, untimed, first, for the steady state that the rest of a run trains in.
 
-Each variant's page faults a step are printed too (memory the step faulted in): glibc
-hands freed memory back to the system past a threshold, and the next step faults it in
-again, whichever variant that step is. ``--in-a-row`` times each variant's batches of a
-round in a row instead, as a training run steps after its own steps.
+Each variant's page faults a step are printed too (memory the step faulted in). Each
+step finds the heap and the caches as the step before left it, whichever variant that
+was; ``--in-a-row`` times each variant's batches of a round in a row instead, as a
+training run steps after its own steps.
 
 Changes (``before`` → ``after``, as in the code now):
 - ``rows``: the output layer and the loss at every (B, T) position → at the non-pad
@@ -253,8 +253,8 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="time each variant's batches of a round in a row (after one untimed step "
         "of its own), the two in random order, instead of alternating batch by batch: "
-        "the memory a step hands back to the system is faulted in by the next step, "
-        "and in a training run each variant's step follows its own",
+        "in a training run each step follows its own variant's, and finds the heap "
+        "and the caches as that left them",
     )
     p.add_argument(
         "--warm",
