@@ -41,8 +41,9 @@ Changes (``before`` → ``after``, as in the code now):
   deep GRU's recurrent steps on a CPU, what ``trainer.compile=auto`` compiles; the
   compile time is printed), in ``--precision``. Give a ``DeepGRU``'s options as
   overrides, or ``--compile true`` for the decoder's step loop too.
-- ``baseline``: ``DeepGRU``'s recurrence (``model/gru_recurrence.py``) of git revision
-  ``--baseline REF``, loaded beside today's → today's. Give a ``DeepGRU``'s options.
+- ``baseline``: ``DeepGRU`` (its methods, ``model/deep_gru.py``) and its recurrence
+  (``model/gru_recurrence.py``) as git revision ``--baseline REF`` had them, loaded
+  beside today's → today's. Give a ``DeepGRU``'s options.
 - ``stage``: the step changes of the speed stage together, as users meet them: the
   code before (``recurrence`` and ``dropout`` undone, every step eager) in fp32 →
   the code now in ``--precision`` (bf16 where the CPU computes it: what
@@ -74,9 +75,8 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 
 import torch
 
@@ -209,15 +209,33 @@ def eager_steps(model: torch.nn.Module) -> Iterator[None]:
             m.compile_mode = mode
 
 
-@contextlib.contextmanager
-def recurrence_from(module: ModuleType) -> Iterator[None]:
-    """Every ``DeepGRU`` runs ``module``'s recurrence (``gru_layer``)."""
-    today = deep_gru.gru_layer
-    deep_gru.gru_layer = module.gru_layer
-    try:
-        yield
-    finally:
-        deep_gru.gru_layer = today
+def deep_gru_at(ref: str) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """Every ``DeepGRU`` runs the methods revision ``ref``'s had, with that revision's
+    recurrence (``gru_layer``) and helpers; its parameters are today's (the names
+    have not changed)."""
+    old = module_at(ref, "seq2seq/model/deep_gru.py")
+    old.gru_layer = module_at(ref, "seq2seq/model/gru_recurrence.py").gru_layer
+    methods = {
+        name: fn
+        for name, fn in vars(old.DeepGRU).items()
+        if callable(fn) and name != "__init__"
+    }
+    today = {name: vars(deep_gru.DeepGRU).get(name) for name in methods}
+
+    @contextlib.contextmanager
+    def swapped() -> Iterator[None]:
+        for name, fn in methods.items():
+            setattr(deep_gru.DeepGRU, name, fn)
+        try:
+            yield
+        finally:
+            for name, fn in today.items():
+                if fn is None:
+                    delattr(deep_gru.DeepGRU, name)
+                else:
+                    setattr(deep_gru.DeepGRU, name, fn)
+
+    return swapped
 
 
 @contextlib.contextmanager
@@ -246,7 +264,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--baseline",
         metavar="REF",
-        help="baseline: the git revision whose model/gru_recurrence.py runs before",
+        help="baseline: the git revision whose DeepGRU and recurrence run before",
     )
     p.add_argument(
         "--in-a-row",
@@ -276,9 +294,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.change == "baseline" and not args.baseline:
         sys.exit("baseline: give the revision to compare with, --baseline REF")
-    old_recurrence = None
+    old_deep_gru = None
     if args.change == "baseline":
-        old_recurrence = module_at(args.baseline, "seq2seq/model/gru_recurrence.py")
+        old_deep_gru = deep_gru_at(args.baseline)
     torch.manual_seed(42)
     amp = resolve_precision(args.precision, torch.device("cpu"))
     # ``stage`` times the code before in fp32, whatever the code now runs in
@@ -311,7 +329,7 @@ def main() -> None:
                 "dropout": torch_dropout,
                 "recurrence": lambda: stepped_recurrence(model),
                 "compile": lambda: eager_steps(model),
-                "baseline": lambda: recurrence_from(old_recurrence),
+                "baseline": lambda: old_deep_gru(),
                 "stage": lambda: code_before_stage(model),
             }[args.change]()
         precision = amp if after else amp_before

@@ -65,18 +65,18 @@ def test_gradcheck_of_one_layer_with_masks_and_transitions():
     torch.manual_seed(1)
     dirs, steps, batch, size = 2, 4, 3, 3
     opts = {"dtype": torch.float64, "requires_grad": True}
-    gi = torch.randn(dirs, steps, batch, 3 * size, **opts)
+    gi = torch.randn(batch, steps, dirs, 3 * size, **opts)
     h0 = torch.randn(dirs, batch, size, **opts)
-    masks = torch.arange(steps)[:, None] < torch.tensor([4, 2, 1])  # (T, B)
-    masks = torch.stack([masks, masks.flip(0)]).unsqueeze(-1)  # (D, T, B, 1)
+    lengths = torch.tensor([4, 2, 1])
+    masks = (torch.arange(steps) < lengths[:, None]).unsqueeze(-1)  # (B, T, 1)
     weights = [torch.randn(dirs, size, 3 * size, **opts) for _ in range(2)]
     biases_i = [torch.randn(dirs, 1, 3 * size, **opts) for _ in range(2)]
     biases_h = [torch.randn(dirs, 1, 3 * size, **opts) for _ in range(2)]
 
-    def layer(gi, h0, w0, w1, bi1, bh0, bh1):
-        return gru_layer(gi, h0, masks, [w0, w1], [bi1, bi1], [bh0, bh1])
+    def layer(gi, h0, w0, w1, bi0, bi1, bh0, bh1):
+        return gru_layer(gi, h0, masks, [w0, w1], [bi0, bi1], [bh0, bh1])
 
-    inputs = (gi, h0, *weights, biases_i[1], *biases_h)
+    inputs = (gi, h0, *weights, *biases_i, *biases_h)
     assert torch.autograd.gradcheck(layer, inputs)
 
 

@@ -58,7 +58,12 @@ from seq2seq.model.dropout import dropout
 from seq2seq.model.gru import gru_update
 from seq2seq.model.gru_recurrence import gru_layer
 from seq2seq.model.precision import cast_like_autocast
-from seq2seq.model.shape_buckets import linear_rows
+from seq2seq.model.shape_buckets import (
+    bucket_size,
+    buckets_active,
+    linear_rows,
+    pad_dim,
+)
 
 # The normalization's ε, as nn.LayerNorm's
 NORM_EPS = 1e-5
@@ -148,10 +153,10 @@ class DeepGRU(nn.Module):
                     param.fill_(fill)
 
     def _stacked(self, layer: int, name: str) -> Tensor:
-        """The directions' parameter ``name`` of ``layer`` stacked: ``(D, ...)``."""
-        return torch.stack(
-            [getattr(self, name.format(sfx)) for sfx in self._suffixes(layer)]
-        )
+        """The directions' parameter ``name`` of ``layer`` stacked: ``(D, ...)`` (a
+        view for one direction: no copy, and no gradient to split after)."""
+        params = [getattr(self, name.format(sfx)) for sfx in self._suffixes(layer)]
+        return params[0].unsqueeze(0) if len(params) == 1 else torch.stack(params)
 
     def forward(
         self, x: Tensor, h0: Tensor | None = None, mask: Tensor | None = None
@@ -164,6 +169,8 @@ class DeepGRU(nn.Module):
         b = x.size(0)
         if h0 is None:
             h0 = x.new_zeros(self.num_layers * dirs, b, self.hidden_size)
+        if buckets_active(x.device):  # every layer's matmuls on a bucket's rows
+            x, h0, mask = _batch_in_bucket(x, h0, mask)
         finals, layer_in = [], x
         for k in range(self.num_layers):
             out, h_n = self._layer(k, layer_in, h0[k * dirs : (k + 1) * dirs], mask)
@@ -174,7 +181,7 @@ class DeepGRU(nn.Module):
             elif not last:
                 out = dropout(out, self.dropout, self.training)
             layer_in = out
-        return layer_in, torch.cat(finals)
+        return layer_in[:b], torch.cat(finals)[:, :b]
 
     def _layer(
         self, k: int, x: Tensor, h0: Tensor, mask: Tensor | None
@@ -182,13 +189,31 @@ class DeepGRU(nn.Module):
         """Layer ``k`` over all steps, its directions batched: x ``(B, T, I)``, h0
         ``(D, B, H)`` → output ``(B, T, D·H)``, final states ``(D, B, H)``."""
         dirs = h0.size(0)
-        # Input side for all steps, each direction in its own time order: (D, T, B, 3H)
+        # Input side for all steps and both directions: (B, T, D·3H), one matmul
         w_ih = cast_like_autocast(self._stacked(k, "weight_ih{}").flatten(0, 1))
-        gi = linear_rows(x.transpose(0, 1), w_ih)  # (T, B, D·3H), one matmul
-        gi = gi.unflatten(-1, (dirs, -1)).permute(2, 0, 1, 3)
+        gi = linear_rows(x, w_ih)
+        b_ih = self._stacked(k, "bias_ih{}").unsqueeze(1)  # (D, 1, 3H)
+        w_hh = self._recurrent_weights(k)  # (D, H, 3H)
+        b_hh = self._stacked(k, "bias_hh{}").unsqueeze(1)  # (D, 1, 3H)
+        gain = self._stacked(k, "norm_hh{}").unsqueeze(1) if self.layer_norm else None
+        transitions = [self._transition(k, d) for d in range(1, self.transition_depth)]
+        if self.fused and gain is None:  # in the layer's layout: nothing flipped,
+            # the input-side bias added in the recurrence's steps
+            out, h = gru_layer(
+                gi.unflatten(-1, (dirs, -1)),
+                h0,
+                mask.unsqueeze(-1) if mask is not None else None,
+                [w_hh] + [w for w, _, _, _ in transitions],
+                [b_ih] + [b_i for _, b_i, _, _ in transitions],
+                [b_hh] + [b_h for _, _, b_h, _ in transitions],
+                fused=self.compile_mode is not None,
+            )
+            return out.flatten(2), h
+        # The loop under autograd: each direction in its own time order, (D, T, B, 3H)
+        gi = gi.unflatten(-1, (dirs, -1)).permute(2, 1, 0, 3)
         if self.layer_norm:
             gi = gate_norm(gi, self._stacked(k, "norm_ih{}")[:, None, None])
-        gi = gi + self._stacked(k, "bias_ih{}")[:, None, None]
+        gi = gi + b_ih.unsqueeze(1)
         if dirs == 2:  # unbind, not gi[0] / gi[1]: each index's backward would
             # write a zero tensor the size of gi
             forward, backward = gi.unbind(0)
@@ -197,22 +222,7 @@ class DeepGRU(nn.Module):
         if mask is not None:
             m = mask.t().unsqueeze(-1)  # (T, B, 1)
             masks = torch.stack([m, m.flip(0)]) if dirs == 2 else m.unsqueeze(0)
-        w_hh = self._recurrent_weights(k)  # (D, H, 3H)
-        b_hh = self._stacked(k, "bias_hh{}").unsqueeze(1)  # (D, 1, 3H)
-        gain = self._stacked(k, "norm_hh{}").unsqueeze(1) if self.layer_norm else None
-        transitions = [self._transition(k, d) for d in range(1, self.transition_depth)]
-        if self.fused and gain is None:
-            out, h = gru_layer(
-                gi,
-                h0,
-                masks,
-                [w_hh] + [w for w, _, _, _ in transitions],
-                [b_hh] + [b_i for _, b_i, _, _ in transitions],
-                [b_hh] + [b_h for _, _, b_h, _ in transitions],
-                fused=self.compile_mode is not None,
-            )
-        else:
-            out, h = self._loop(gi, h0, masks, w_hh, b_hh, gain, transitions)
+        out, h = self._loop(gi, h0, masks, w_hh, b_hh, gain, transitions)
         # out (D, T, B, H), the backward direction in reverse time
         if dirs == 2:
             forward, backward = out.unbind(0)
@@ -272,6 +282,20 @@ class DeepGRU(nn.Module):
         if self.compile_mode is None:
             return deep_step(*args)
         return compiled(deep_step, self.compile_mode)(*args)
+
+
+def _batch_in_bucket(
+    x: Tensor, h0: Tensor, mask: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """x ``(B, T, I)``, h0 ``(L·D, B, H)`` and mask ``(B, T)`` with B padded to
+    ``bucket_size``: zero inputs and states, all steps real. Each row of a GRU is
+    independent of the others, so the real rows' values and gradients are unchanged;
+    every layer then runs its matmuls on the bucket's rows (oneDNN builds a bf16
+    kernel per shape) without padding again."""
+    size = bucket_size(x.size(0))
+    if mask is not None:
+        mask = pad_dim(mask, 0, size, value=True)
+    return pad_dim(x, 0, size), pad_dim(h0, 1, size), mask
 
 
 def deep_step(

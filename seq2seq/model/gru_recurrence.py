@@ -9,8 +9,9 @@ does the same for ``DeepGRU`` without layer norm (deep transition, both directio
 batched, padding masks):
 
 Forward, for each step t and transition d (d = 0 takes the hoisted input gates
-``gi_t``, d ≥ 1 only its input-side bias)::
+``gi_t = W x_t`` plus its input-side bias, d ≥ 1 only its input-side bias)::
 
+    gi = gi_t + b^i_0 (d = 0) or b^i_d (d ≥ 1)
     gh = U_d h + b^h_d
     r, z = σ(gi_r + gh_r), σ(gi_z + gh_z)      n = tanh(gi_n + r ⊙ gh_n)
     h' = n + z ⊙ (h − n)
@@ -25,11 +26,16 @@ first::
     ∂h = g ⊙ z + ∂gh U_dᵀ
 
 and after the loop ``∂U_d = Σ_t h_tᵀ ∂gh_t`` as one batched matmul over all T·B rows,
-``∂b^h_d = Σ ∂gh``, ``∂b^i_d = Σ ∂gi`` (d ≥ 1). It computes what autograd computes
+``∂b^h_d = Σ ∂gh``, ``∂b^i_d = Σ ∂gi``. It computes what autograd computes
 (``tests/test_gru_recurrence.py`` compares values and gradients in float64), in
 fewer, larger kernels. Double backward is not supported (training needs none).
-Under CPU bf16 autocast the batch, and the weight gradient's T·B rows, are padded to
-``bucket_size`` (``model/shape_buckets.py``: oneDNN builds a kernel per shape).
+
+Both directions step together, in the layer's own batch-first layout: loop step t
+reads and writes time t for the forward direction and time T − 1 − t for the
+backward one, so nothing is flipped, stacked or concatenated around the loop (nor
+the gradients after it). Under CPU bf16 autocast the weight gradient's T·B rows are
+padded to ``bucket_size`` (``model/shape_buckets.py``: oneDNN builds a kernel per
+shape); the batch arrives padded (``DeepGRU``).
 The forward and the backward each call one plain function per time step
 (``forward_step``, ``backward_step``); with ``fused`` (``trainer.compile=auto`` on a
 CPU) both run through torch.compile, which fuses a step's element-wise work around its
@@ -48,47 +54,47 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from seq2seq.model.compiled import compiled
-from seq2seq.model.shape_buckets import bucket_size, buckets_active, pad_dim
+from seq2seq.model.shape_buckets import bucket_size, buckets_active
 
 
 def gru_layer(
     gi: Tensor,
     h0: Tensor,
-    masks: Tensor | None,
+    mask: Tensor | None,
     weights: list[Tensor],
     input_biases: list[Tensor],
     hidden_biases: list[Tensor],
     fused: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """A layer's recurrence over all steps: gi ``(D, T, B, 3H)`` (input gates, biases
-    in, each direction in its own time order), h0 ``(D, B, H)``, masks ``(D, T, B,
-    1)`` bool (True: a real step) or None, and per transition d its recurrent weight
-    ``(D, H, 3H)`` (already transposed, in autocast's dtype), input-side bias ``(D, 1,
-    3H)`` (d ≥ 1; ignored for d = 0) and recurrent bias ``(D, 1, 3H)`` → outputs ``(D,
-    T, B, H)`` (zeros at padding) and the final states ``(D, B, H)``."""
+    """A layer's recurrence over all steps, batch first: gi ``(B, T, D, 3H)`` (the
+    input projection ``W x`` of each direction at each time, no bias: bf16 under
+    autocast, as the matmul made it), h0 ``(D, B, H)``, mask ``(B, T, 1)`` bool (True:
+    a real step) or None, and per transition d its recurrent weight ``(D, H, 3H)``
+    (already transposed, in autocast's dtype), input-side bias ``(D, 1, 3H)`` and
+    recurrent bias ``(D, 1, 3H)`` → outputs ``(B, T, D, H)`` (zeros at padding) and
+    the final states ``(D, B, H)``, in float32 or wider. With D = 2 the second
+    direction runs from the last time to the first."""
     depth = len(weights)
-    params = (*weights, *input_biases[1:], *hidden_biases)
-    batch = h0.size(1)
-    h0 = h0.to(gi.dtype)  # the state in the gates' dtype from the first step on
+    params = (*weights, *input_biases, *hidden_biases)
+    # the state in float32 (or wider) from the first step on, whatever gi's dtype
+    h0 = h0.to(torch.promote_types(gi.dtype, torch.float32))
     bucket = buckets_active(gi.device)
-    if bucket:  # padded rows run as real steps from zeros; their results are dropped
-        size = bucket_size(batch)
-        gi, h0 = pad_dim(gi, 2, size), pad_dim(h0, 1, size)
-        if masks is not None:
-            masks = torch.cat(
-                [masks, masks.new_ones(*masks.shape[:2], size - batch, 1)], 2
-            )
     if torch.is_grad_enabled() and any(t.requires_grad for t in (gi, h0, *params)):
-        out, h = GRURecurrence.apply(gi, h0, masks, depth, bucket, fused, *params)
-    else:
-        out, h, _, _ = _recurrence(gi, h0, masks, depth, params, False, fused)
-    return out[:, :, :batch], h[:, :batch]
+        return GRURecurrence.apply(gi, h0, mask, depth, bucket, fused, *params)
+    out, h, _, _ = _recurrence(gi, h0, mask, depth, params, False, fused)
+    return out, h
+
+
+def step_times(t: int, steps: int, dirs: int) -> tuple[int, ...]:
+    """The time each direction is at in loop step ``t``: t, and T − 1 − t for the
+    backward direction."""
+    return (t, steps - 1 - t)[:dirs]
 
 
 def _recurrence(
     gi: Tensor,
     h0: Tensor,
-    masks: Tensor | None,
+    mask: Tensor | None,
     depth: int,
     params: tuple[Tensor, ...],
     save: bool,
@@ -97,39 +103,44 @@ def _recurrence(
 ) -> tuple[Tensor, Tensor, list[Tensor], list[list[tuple[Tensor, ...]]]]:
     """The forward loop → outputs, final states and, with ``save``, what the backward
     needs: per transition the states it started from, in the matmul's dtype, as the
-    rows of ``∂U``'s matmul ``(D, T·B + pad_rows, H)`` (``step_rows``), and per
-    transition and step A, Bz, C, r, z. ``fused``: each time step through
-    torch.compile (``step_fn``)."""
+    rows of ``∂U``'s matmul ``(D, T·B + pad_rows, H)`` (``step_rows``, in loop
+    order), and per transition and loop step A, Bz, C, r, z. ``fused``: each time
+    step through torch.compile (``step_fn``)."""
     # detached: the steps need no graph (the autograd function or no_grad around
     # them), and a compiled step would otherwise compile again for requires_grad
     gi, h0 = gi.detach(), h0.detach()
     params = tuple(p.detach() for p in params)
     weights = list(params[:depth])
-    input_biases = list(params[depth : 2 * depth - 1])
+    input_biases = list(params[depth : 2 * depth])
     # cast once, not at every step: the biases to the matmul's dtype, the masks to
     # the state's (a bool factor would be cast at each product)
     hidden_biases = [
-        b.to(w.dtype) for b, w in zip(params[2 * depth - 1 :], weights, strict=True)
+        b.to(w.dtype) for b, w in zip(params[2 * depth :], weights, strict=True)
     ]
-    keep = masks.to(h0.dtype).unbind(1) if masks is not None else None
-    real = masks.unbind(1) if masks is not None else None
-    dirs, steps, batch, size = *gi.shape[:3], h0.size(-1)
+    batch, steps, dirs = gi.shape[:3]
+    size = h0.size(-1)
+    # per time, each direction's view: (B, 3H) input gates, (B, 1) mask and its factor
+    gi_at = [g.unbind(1) for g in gi.unbind(1)]
+    real_at = mask.unbind(1) if mask is not None else None
+    keep_at = mask.to(h0.dtype).unbind(1) if mask is not None else None
     # each step writes its output and start states here: no stack of the steps after
-    out = h0.new_empty(dirs, steps, batch, size)
+    out = h0.new_empty(batch, steps, dirs, size)
+    out_at = [o.unbind(1) for o in out.unbind(1)]
     starts = [step_rows(w, dirs, steps, batch, size, pad_rows) for w in weights if save]
     step = step_fn(forward_step, fused)
     h = h0
     saved: list[list[tuple[Tensor, ...]]] = [[] for _ in range(depth)]
-    for t, gi_t in enumerate(gi.unbind(1)):
+    for t in range(steps):
+        times = step_times(t, steps, dirs)
         h, products = step(
-            gi_t,
+            [gi_at[s][k] for k, s in enumerate(times)],
             h,
-            keep[t] if keep is not None else None,
-            real[t] if real is not None else None,
+            [keep_at[s] for s in times] if keep_at is not None else None,
+            [real_at[s] for s in times] if real_at is not None else None,
             weights,
             input_biases,
             hidden_biases,
-            out[:, t],
+            [out_at[s][k] for k, s in enumerate(times)],
             [by_step[:, t] for _, by_step in starts] if save else None,
         )
         for d, step_products in enumerate(products):
@@ -149,22 +160,24 @@ def step_rows(
 
 
 def forward_step(
-    gi_t: Tensor,
+    gi_t: list[Tensor],
     h: Tensor,
-    keep_t: Tensor | None,
-    real_t: Tensor | None,
+    keep_t: list[Tensor] | None,
+    real_t: list[Tensor] | None,
     weights: list[Tensor],
     input_biases: list[Tensor],
     hidden_biases: list[Tensor],
-    out_t: Tensor,
+    out_t: list[Tensor],
     starts_t: list[Tensor] | None,
 ) -> tuple[Tensor, list[tuple[Tensor, ...]]]:
-    """One time step, every transition: gi_t ``(D, B, 3H)``, h ``(D, B, H)``, the
-    step's mask as a factor and as bool ``(D, B, 1)`` (or None) → the carried state,
-    with its output (zeros at padding) written to ``out_t``; with ``starts_t`` (to
-    save for the backward) each transition's start state written there and its
-    products returned. A plain function of tensors, so torch.compile can fuse a
-    step's element-wise work around its matmuls (and the writes into it)."""
+    """One loop step, every transition: per direction its input gates ``(B, 3H)``
+    and its mask as a factor and as bool ``(B, 1)`` (or None), at that direction's
+    time; h ``(D, B, H)`` → the carried state, with each direction's output (zeros
+    at padding) written to its ``out_t``; with ``starts_t`` (to save for the
+    backward) each transition's start state written there and its products
+    returned. A plain function of tensors, so torch.compile can fuse a step's
+    element-wise work around its matmuls (and the reads and writes of its views)."""
+    gi_t = torch.stack(gi_t)  # (D, B, 3H)
     size = h.size(-1)
     new, saved = h, []
     for d, w in enumerate(weights):
@@ -172,7 +185,7 @@ def forward_step(
         # the gates in the state's dtype: one cast of gh (bf16 under autocast)
         # instead of one in each element-wise op that mixes it with fp32
         gh = torch.baddbmm(hidden_biases[d], start, w).to(new.dtype)
-        gi_d = gi_t if d == 0 else input_biases[d - 1]
+        gi_d = gi_t + input_biases[0] if d == 0 else input_biases[d]
         gi_rz, gi_n = gi_d.split((2 * size, size), -1)
         gh_rz, gh_n = gh.split((2 * size, size), -1)
         gates = torch.sigmoid(gi_rz + gh_rz)
@@ -186,11 +199,12 @@ def forward_step(
             saved.append((a, h_minus_n * slope_z, slope_r * gh_n, r, z))
         new = torch.addcmul(n, z, h_minus_n)
     if keep_t is not None:
-        new = new * keep_t
-        h = torch.where(real_t, new, h)
+        new = new * torch.stack(keep_t)
+        h = torch.where(torch.stack(real_t), new, h)
     else:
         h = new
-    out_t.copy_(new)
+    for k, out in enumerate(out_t):
+        out.copy_(new[k])
     return h, saved
 
 
@@ -216,22 +230,22 @@ class GRURecurrence(torch.autograd.Function):
         ctx: Any,
         gi: Tensor,
         h0: Tensor,
-        masks: Tensor | None,
+        mask: Tensor | None,
         depth: int,
         bucket: bool,
         fused: bool,
         *params: Tensor,
     ) -> tuple[Tensor, Tensor]:
         # under CPU bf16 ∂U's matmul has a row count in a bucket: zero rows after
-        rows = gi.size(1) * gi.size(2)
+        rows = gi.size(0) * gi.size(1)
         pad_rows = bucket_size(rows) - rows if bucket else 0
         out, h, starts, saved = _recurrence(
-            gi, h0, masks, depth, params, True, fused, pad_rows
+            gi, h0, mask, depth, params, True, fused, pad_rows
         )
-        ctx.depth, ctx.gi_dtype, ctx.has_masks = depth, gi.dtype, masks is not None
+        ctx.depth, ctx.gi_dtype, ctx.has_mask = depth, gi.dtype, mask is not None
         ctx.pad_rows, ctx.fused = pad_rows, fused
         ctx.save_for_backward(
-            masks if masks is not None else gi.new_empty(0),
+            mask if mask is not None else gi.new_empty(0),
             *params[:depth],
             *starts,
             *(x for transition in saved for step in transition for x in step),
@@ -244,9 +258,9 @@ class GRURecurrence(torch.autograd.Function):
         ctx: Any, d_out: Tensor, d_final: Tensor
     ) -> tuple[Tensor | None, ...]:
         depth = ctx.depth
-        masks, *rest = ctx.saved_tensors
+        mask, *rest = ctx.saved_tensors
         weights, starts, rest = rest[:depth], rest[depth : 2 * depth], rest[2 * depth :]
-        dirs, steps, batch, size = d_out.shape
+        batch, steps, dirs, size = d_out.shape
         per_step = len(rest) // (depth * steps)
         saved = [
             [rest[(d * steps + t) * per_step :][:per_step] for t in range(steps)]
@@ -254,40 +268,46 @@ class GRURecurrence(torch.autograd.Function):
         ]
         # Uᵀ contiguous once, not transposed in every step's matmul
         weights_t = [w.transpose(1, 2).contiguous() for w in weights]
-        keep = drop = None
-        if ctx.has_masks:
-            keep = masks.to(d_out.dtype).unbind(1)
-            drop = [1 - k for k in keep]
+        keep_at = drop_at = None
+        if ctx.has_mask:
+            keep = mask.to(d_out.dtype)
+            keep_at, drop_at = keep.unbind(1), (1 - keep).unbind(1)
         # the biases' gradients, summed over the steps as they go
         d_hidden_biases = [d_out.new_zeros(dirs, 1, 3 * size) for _ in range(depth)]
-        d_input_biases = [d_out.new_zeros(dirs, 1, 3 * size) for _ in range(depth - 1)]
+        d_input_biases = [d_out.new_zeros(dirs, 1, 3 * size) for _ in range(depth)]
         step = step_fn(backward_step, ctx.fused)
         # each step writes its ∂gi and each transition's ∂gh here
-        d_gi = d_out.new_empty(dirs, steps, batch, 3 * size)
+        d_gi = d_out.new_empty(batch, steps, dirs, 3 * size, dtype=ctx.gi_dtype)
         d_gh = [
             step_rows(w, dirs, steps, batch, 3 * size, ctx.pad_rows) for w in weights
         ]
+        d_out_at = [d.unbind(1) for d in d_out.unbind(1)]
+        d_gi_at = [d.unbind(1) for d in d_gi.unbind(1)]
         dh = d_final
-        for t, d_out_t in reversed(list(enumerate(d_out.unbind(1)))):
+        for t in reversed(range(steps)):
+            times = step_times(t, steps, dirs)
             dh, d_hidden_biases, d_input_biases = step(
-                d_out_t,
+                [d_out_at[s][k] for k, s in enumerate(times)],
                 dh,
-                keep[t] if keep is not None else None,
-                drop[t] if drop is not None else None,
+                [keep_at[s] for s in times] if keep_at is not None else None,
+                [drop_at[s] for s in times] if drop_at is not None else None,
                 [saved[d][t] for d in range(depth)],
                 weights_t,
                 d_hidden_biases,
                 d_input_biases,
-                d_gi[:, t],
+                [d_gi_at[s][k] for k, s in enumerate(times)],
                 [by_step[:, t] for _, by_step in d_gh],
             )
-        # ∂U_d = Σ_t h_tᵀ ∂gh_t: one matmul over all T·B rows (and the zero pad rows)
+        # ∂U_d = Σ_t h_tᵀ ∂gh_t: one matmul over all T·B rows (and the zero pad rows),
+        # made as (∂U_d)ᵀ: U_d is the parameter ``(D, 3H, H)`` transposed, so its
+        # gradient arrives at the parameter in the parameter's own layout, which
+        # autograd keeps as it is instead of copying it into that layout
         d_weights = [
-            torch.bmm(states.transpose(1, 2), grads)
+            torch.bmm(grads.transpose(1, 2), states).transpose(1, 2)
             for states, (grads, _) in zip(starts, d_gh, strict=True)
         ]
         return (
-            d_gi.to(ctx.gi_dtype),
+            d_gi,
             dh,
             None,
             None,
@@ -300,28 +320,29 @@ class GRURecurrence(torch.autograd.Function):
 
 
 def backward_step(
-    d_out_t: Tensor,
+    d_out_t: list[Tensor],
     dh: Tensor,
-    keep_t: Tensor | None,
-    drop_t: Tensor | None,
+    keep_t: list[Tensor] | None,
+    drop_t: list[Tensor] | None,
     saved_t: list[tuple[Tensor, ...]],
     weights_t: list[Tensor],
     d_hidden_biases: list[Tensor],
     d_input_biases: list[Tensor],
-    d_gi_t: Tensor,
+    d_gi_t: list[Tensor],
     d_gh_t: list[Tensor],
 ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
-    """One time step of the backward, every transition, last to first: the output's
-    gradient d_out_t and the carried state's dh ``(D, B, H)``, the step's mask as
-    factors (or None), each transition's saved A, Bz, C, r, z, the transposed
-    recurrent weights ``(D, 3H, H)`` and the biases' gradients so far → the carried
-    state's gradient for the step before and the biases' gradients with this step's
-    added; ∂gi of the step ``(D, B, 3H)`` is written to ``d_gi_t``, each transition's
-    ∂gh (in the matmul's dtype) to ``d_gh_t``. A plain function of tensors, for
-    torch.compile (``step_fn``)."""
-    g = dh + d_out_t
+    """One loop step of the backward, every transition, last to first: per direction
+    the output's gradient ``(B, H)`` and the mask as factors ``(B, 1)`` (or None) at
+    that direction's time, the carried state's gradient dh ``(D, B, H)``, each
+    transition's saved A, Bz, C, r, z, the transposed recurrent weights ``(D, 3H,
+    H)`` and the biases' gradients so far → the carried state's gradient for the
+    step before and the biases' gradients with this step's added; each direction's
+    ∂gi ``(B, 3H)`` is written to its ``d_gi_t``, each transition's ∂gh (in the
+    matmul's dtype) to ``d_gh_t``. A plain function of tensors, for torch.compile
+    (``step_fn``)."""
+    g = dh + torch.stack(d_out_t)
     if keep_t is not None:
-        g = g * keep_t
+        g = g * torch.stack(keep_t)
     d_hidden_biases, d_input_biases = list(d_hidden_biases), list(d_input_biases)
     for d in reversed(range(len(weights_t))):
         a, b_z, c_r, r, z = saved_t[d]
@@ -332,12 +353,12 @@ def backward_step(
         d_gh_t[d].copy_(gh_low)
         d_hidden_biases[d] = d_hidden_biases[d] + gh.sum(1, keepdim=True)
         gi = torch.cat([a_r, a_z, a_n], -1)
-        if d == 0:
-            d_gi_t.copy_(gi)
-        else:
-            d_input_biases[d - 1] = d_input_biases[d - 1] + gi.sum(1, keepdim=True)
+        d_input_biases[d] = d_input_biases[d] + gi.sum(1, keepdim=True)
+        if d == 0:  # in gi's dtype, converted in the step's kernel
+            for k, d_gi in enumerate(d_gi_t):
+                d_gi.copy_(gi[k])
         back = torch.bmm(gh_low, weights_t[d])
         g = back.to(g.dtype) + g * z
     if drop_t is not None:
-        g = g + dh * drop_t
+        g = g + dh * torch.stack(drop_t)
     return g, d_hidden_biases, d_input_biases
