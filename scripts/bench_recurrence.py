@@ -42,8 +42,9 @@ def parse_args() -> argparse.Namespace:
 
 
 def layer_inputs(dirs: int, size: int, args: argparse.Namespace) -> tuple:
-    """Input gates, initial state, padding masks (the backward direction reversed)
-    and per transition the recurrent weight (in the matmul's dtype) and biases."""
+    """Input gates (in the matmul's dtype, as ``DeepGRU`` hands them over), initial
+    state, padding mask and per transition the recurrent weight (in the matmul's
+    dtype) and biases."""
     gen = torch.Generator().manual_seed(0)
     low = torch.bfloat16 if args.precision == "bf16" else torch.float32
     b, t = args.batch, args.steps
@@ -53,13 +54,12 @@ def layer_inputs(dirs: int, size: int, args: argparse.Namespace) -> tuple:
 
     lengths = torch.randint(t // 2, t + 1, (b,), generator=gen)
     lengths[0] = t
-    real = (torch.arange(t)[:, None] < lengths[None]).unsqueeze(-1)  # (T, B, 1)
-    masks = torch.stack([real, real.flip(0)])[:dirs]
+    mask = (torch.arange(t)[None] < lengths[:, None]).unsqueeze(-1)  # (B, T, 1)
     weights = [leaf(dirs, size, 3 * size, dtype=low) for _ in range(args.depth)]
     input_biases = [leaf(dirs, 1, 3 * size) for _ in range(args.depth)]
     hidden_biases = [leaf(dirs, 1, 3 * size) for _ in range(args.depth)]
-    gi, h0 = leaf(dirs, t, b, 3 * size), leaf(dirs, b, size)
-    return gi, h0, masks, weights, input_biases, hidden_biases
+    gi, h0 = leaf(b, t, dirs, 3 * size, dtype=low), leaf(dirs, b, size)
+    return gi, h0, mask, weights, input_biases, hidden_biases
 
 
 def time_layer(inputs: tuple, fused: bool, args: argparse.Namespace) -> float:

@@ -2,7 +2,8 @@
 the buckets are few and at most 1/8 larger; the padded products give the values and
 gradients of the unpadded ones; the output layer's padded rows add nothing to the
 loss, and its logits are those of the unpadded rows; a ``DeepGRU`` over a padded
-batch equals the stepped one; nothing is padded in fp32; the hand-stepped decoder
+batch equals the stepped one, and its batch padded to the bucket once gives the
+unpadded values; nothing is padded in fp32; the hand-stepped decoder
 loop over a padded batch and source equals it unpadded; the attention's keys are cast
 once per batch to the dtype their products use."""
 
@@ -14,6 +15,7 @@ from torch.nn import functional as F
 from torch.testing import assert_close
 
 from seq2seq.model import decoder as decoder_module
+from seq2seq.model import deep_gru as deep_gru_module
 from seq2seq.model.decoder import OutputLayer
 from seq2seq.model.deep_gru import DeepGRU
 from seq2seq.model.loss import token_loss
@@ -163,6 +165,43 @@ def test_a_padded_batch_through_the_fused_gru_equals_the_steps():
     assert_close(h, h_ref, rtol=0.02, atol=0.02)
     for a, b in zip(grads, grads_ref, strict=True):
         assert_close(a, b, rtol=0.05, atol=0.1)
+
+
+def test_a_deep_gru_pads_its_batch_once_and_gives_the_unpadded_values(monkeypatch):
+    """19 sentences: every layer's recurrence runs on the bucket's 20 rows; the 19
+    real rows' outputs, final states and gradients are those of the batch unpadded."""
+    torch.manual_seed(3)
+    model = DeepGRU(6, 8, 2, 0.0, True, False, 2)
+    lengths = torch.randint(1, 10, (19,))
+    lengths[0] = 9
+    mask = torch.arange(9)[None] < lengths[:, None]
+    x = torch.randn(19, 9, 6, requires_grad=True)
+    h0 = torch.randn(4, 19, 8, requires_grad=True)
+    batches: list[int] = []
+    layer = deep_gru_module.gru_layer
+
+    def spy(gi, *args, **kwargs):
+        batches.append(gi.size(0))
+        return layer(gi, *args, **kwargs)
+
+    monkeypatch.setattr(deep_gru_module, "gru_layer", spy)
+
+    def run():
+        with torch.autocast(**BF16):
+            out, h = model(x, h0, mask)
+        loss = out.float().square().sum() + h.float().sum()
+        return out, h, torch.autograd.grad(loss, [x, h0, *model.parameters()])
+
+    out, h, grads = run()
+    assert batches == [20, 20]
+    monkeypatch.setattr(deep_gru_module, "buckets_active", lambda device: False)
+    out_ref, h_ref, grads_ref = run()
+    assert batches[2:] == [19, 19]
+    assert out.shape == out_ref.shape == (19, 9, 16) and h.shape == (4, 19, 8)
+    assert_close(out, out_ref, rtol=1e-2, atol=1e-2)
+    assert_close(h, h_ref, rtol=1e-2, atol=1e-2)
+    for a, b in zip(grads, grads_ref, strict=True):
+        assert_close(a, b, rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.parametrize("attention", ["bahdanau", "luong_general"])

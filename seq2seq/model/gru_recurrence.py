@@ -119,10 +119,13 @@ def _recurrence(
     ]
     batch, steps, dirs = gi.shape[:3]
     size = h0.size(-1)
-    # per time, each direction's view: (B, 3H) input gates, (B, 1) mask and its factor
+    # per time, each direction's view of its input gates (B, 3H); per loop step the
+    # directions' masks (D, B, 1), as bool and as a factor
     gi_at = [g.unbind(1) for g in gi.unbind(1)]
-    real_at = mask.unbind(1) if mask is not None else None
-    keep_at = mask.to(h0.dtype).unbind(1) if mask is not None else None
+    real_at = keep_at = None
+    if mask is not None:
+        real_at = loop_masks(mask, dirs)
+        keep_at = loop_masks(mask.to(h0.dtype), dirs)
     # each step writes its output and start states here: no stack of the steps after
     out = h0.new_empty(batch, steps, dirs, size)
     out_at = [o.unbind(1) for o in out.unbind(1)]
@@ -135,8 +138,8 @@ def _recurrence(
         h, products = step(
             [gi_at[s][k] for k, s in enumerate(times)],
             h,
-            [keep_at[s] for s in times] if keep_at is not None else None,
-            [real_at[s] for s in times] if real_at is not None else None,
+            keep_at[t] if keep_at is not None else None,
+            real_at[t] if real_at is not None else None,
             weights,
             input_biases,
             hidden_biases,
@@ -159,21 +162,30 @@ def step_rows(
     return rows, rows[:, : steps * batch].unflatten(1, (steps, batch))
 
 
+def loop_masks(mask: Tensor, dirs: int) -> tuple[Tensor, ...]:
+    """Per loop step t, the directions' masks at their times ``(D, B, 1)`` from mask
+    ``(B, T, 1)``: one small tensor a step, so that no step gets the same tensor
+    twice (the middle step of an odd T) or a view at offset 0 or 1, each of which
+    torch.compile would compile a graph of its own for."""
+    by_time = mask.transpose(0, 1)  # (T, B, 1)
+    return torch.stack([by_time, by_time.flip(0)][:dirs], 1).unbind(0)
+
+
 def forward_step(
     gi_t: list[Tensor],
     h: Tensor,
-    keep_t: list[Tensor] | None,
-    real_t: list[Tensor] | None,
+    keep_t: Tensor | None,
+    real_t: Tensor | None,
     weights: list[Tensor],
     input_biases: list[Tensor],
     hidden_biases: list[Tensor],
     out_t: list[Tensor],
     starts_t: list[Tensor] | None,
 ) -> tuple[Tensor, list[tuple[Tensor, ...]]]:
-    """One loop step, every transition: per direction its input gates ``(B, 3H)``
-    and its mask as a factor and as bool ``(B, 1)`` (or None), at that direction's
-    time; h ``(D, B, H)`` → the carried state, with each direction's output (zeros
-    at padding) written to its ``out_t``; with ``starts_t`` (to save for the
+    """One loop step, every transition: per direction its input gates ``(B, 3H)`` at
+    that direction's time, h ``(D, B, H)`` and the step's masks as a factor and as
+    bool ``(D, B, 1)`` (or None) → the carried state, with each direction's output
+    (zeros at padding) written to its ``out_t``; with ``starts_t`` (to save for the
     backward) each transition's start state written there and its products
     returned. A plain function of tensors, so torch.compile can fuse a step's
     element-wise work around its matmuls (and the reads and writes of its views)."""
@@ -199,8 +211,8 @@ def forward_step(
             saved.append((a, h_minus_n * slope_z, slope_r * gh_n, r, z))
         new = torch.addcmul(n, z, h_minus_n)
     if keep_t is not None:
-        new = new * torch.stack(keep_t)
-        h = torch.where(torch.stack(real_t), new, h)
+        new = new * keep_t
+        h = torch.where(real_t, new, h)
     else:
         h = new
     for k, out in enumerate(out_t):
@@ -271,7 +283,7 @@ class GRURecurrence(torch.autograd.Function):
         keep_at = drop_at = None
         if ctx.has_mask:
             keep = mask.to(d_out.dtype)
-            keep_at, drop_at = keep.unbind(1), (1 - keep).unbind(1)
+            keep_at, drop_at = loop_masks(keep, dirs), loop_masks(1 - keep, dirs)
         # the biases' gradients, summed over the steps as they go
         d_hidden_biases = [d_out.new_zeros(dirs, 1, 3 * size) for _ in range(depth)]
         d_input_biases = [d_out.new_zeros(dirs, 1, 3 * size) for _ in range(depth)]
@@ -289,8 +301,8 @@ class GRURecurrence(torch.autograd.Function):
             dh, d_hidden_biases, d_input_biases = step(
                 [d_out_at[s][k] for k, s in enumerate(times)],
                 dh,
-                [keep_at[s] for s in times] if keep_at is not None else None,
-                [drop_at[s] for s in times] if drop_at is not None else None,
+                keep_at[t] if keep_at is not None else None,
+                drop_at[t] if drop_at is not None else None,
                 [saved[d][t] for d in range(depth)],
                 weights_t,
                 d_hidden_biases,
@@ -322,8 +334,8 @@ class GRURecurrence(torch.autograd.Function):
 def backward_step(
     d_out_t: list[Tensor],
     dh: Tensor,
-    keep_t: list[Tensor] | None,
-    drop_t: list[Tensor] | None,
+    keep_t: Tensor | None,
+    drop_t: Tensor | None,
     saved_t: list[tuple[Tensor, ...]],
     weights_t: list[Tensor],
     d_hidden_biases: list[Tensor],
@@ -332,8 +344,8 @@ def backward_step(
     d_gh_t: list[Tensor],
 ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
     """One loop step of the backward, every transition, last to first: per direction
-    the output's gradient ``(B, H)`` and the mask as factors ``(B, 1)`` (or None) at
-    that direction's time, the carried state's gradient dh ``(D, B, H)``, each
+    the output's gradient ``(B, H)`` at that direction's time, the carried state's
+    gradient dh ``(D, B, H)``, the step's masks as factors ``(D, B, 1)`` (or None), each
     transition's saved A, Bz, C, r, z, the transposed recurrent weights ``(D, 3H,
     H)`` and the biases' gradients so far → the carried state's gradient for the
     step before and the biases' gradients with this step's added; each direction's
@@ -342,7 +354,7 @@ def backward_step(
     (``step_fn``)."""
     g = dh + torch.stack(d_out_t)
     if keep_t is not None:
-        g = g * torch.stack(keep_t)
+        g = g * keep_t
     d_hidden_biases, d_input_biases = list(d_hidden_biases), list(d_input_biases)
     for d in reversed(range(len(weights_t))):
         a, b_z, c_r, r, z = saved_t[d]
@@ -360,5 +372,5 @@ def backward_step(
         back = torch.bmm(gh_low, weights_t[d])
         g = back.to(g.dtype) + g * z
     if drop_t is not None:
-        g = g + dh * torch.stack(drop_t)
+        g = g + dh * drop_t
     return g, d_hidden_biases, d_input_biases
