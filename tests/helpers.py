@@ -111,3 +111,48 @@ def page_records(page: str) -> list[dict]:
     match = re.search(r'<script type="application/json" id="data">(.*?)</script>', page)
     assert match, "no #data in the page"
     return json.loads(match.group(1))
+
+
+def record_step_gradients(trainer: Trainer) -> dict[str, torch.Tensor]:
+    """Fill the returned dict with each parameter's gradient as the optimizer sees it
+    (after DDP's all-reduce, the token normalisation and clipping), at the next step.
+
+    Why: two code paths that sum in another order (shards, devices, ISAs) agree on the
+    gradient to rounding, but Adam's first update is about lr · sign(g), which turns a
+    rounding difference in a gradient near 0 into a weight difference of up to 2 · lr.
+    Compare gradients, never weights after an Adam step."""
+    grads: dict[str, torch.Tensor] = {}
+    step = trainer.optimizer.step
+
+    def recording_step(*args, **kwargs):
+        for name, param in trainer.model.named_parameters():
+            if param.grad is not None:
+                grads[name] = param.grad.detach().clone()
+        return step(*args, **kwargs)
+
+    trainer.optimizer.step = recording_step  # type: ignore[method-assign]
+    return grads
+
+
+def assert_gradients_close(
+    got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]
+) -> None:
+    """Gradients equal up to summation order, on any CPU: each entry within 1e-3
+    (relative) plus 1e-3 of the largest entry of all the model's gradients.
+
+    Why so wide: rounding noise follows the size of the summed terms, not of the
+    sum, and a layer norm over nearly constant features (a tiny untrained model's
+    states) multiplies its input's noise by 1/σ; a gradient that cancels to about
+    0 (the attention's query at the first step) keeps only noise. A real error,
+    a shard weighted wrong or a term lost, moves gradients by tens of percent.
+    The same parameters received a gradient."""
+    assert got.keys() == want.keys()
+    largest = max(float(g.abs().max()) for g in want.values())
+    for name, grad in want.items():
+        torch.testing.assert_close(
+            got[name],
+            grad,
+            rtol=1e-3,
+            atol=1e-3 * largest,
+            msg=lambda m, n=name: f"{n}: {m}",
+        )

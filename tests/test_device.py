@@ -16,6 +16,7 @@ from seq2seq.model.device import auto_precision, resolve_precision
 def test_bf16_on_a_cpu_without_native_bf16_warns(native, monkeypatch, caplog):
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     monkeypatch.setattr(os, "environ", {})  # resolving bf16 sets the cache caps
     cpu = torch.device("cpu")
     with caplog.at_level(logging.WARNING, logger="seq2seq.model.device"):
@@ -43,6 +44,7 @@ def test_auto_is_bf16_where_the_cpu_computes_it_and_says_why(
 ):
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     monkeypatch.setattr(os, "environ", {})
     cpu = torch.device("cpu")
     with caplog.at_level(logging.INFO, logger="seq2seq.model.device"):
@@ -50,6 +52,31 @@ def test_auto_is_bf16_where_the_cpu_computes_it_and_says_why(
     assert why in caplog.text and "precision=auto" in caplog.text
     assert "emulated" not in caplog.text  # auto never picks an emulated bf16
     assert resolve_precision("fp32", cpu) is None  # the bit-exact choice stays
+
+
+@pytest.mark.parametrize(
+    ("capability", "onednn_cap", "expected"),
+    [
+        ("AVX512", None, "AMX"),
+        ("AVX2", None, None),  # ATEN_CPU_CAPABILITY=avx2: the AVX2-only CPU's choice
+        ("DEFAULT", None, None),
+        ("AVX512", "AVX512_CORE_BF16", "AVX512-BF16"),
+        ("AVX512", "AVX512_CORE", None),
+        ("AVX512", "AVX2", None),
+        ("AVX512", "ALL", "AMX"),
+    ],
+)
+def test_a_run_capped_below_native_bf16_chooses_as_that_cpu_would(
+    capability, onednn_cap, expected, monkeypatch
+):
+    """On a Xeon with AMX, capping ATen or oneDNN stands for an older CPU, and
+    ``precision=auto`` must choose what that CPU would."""
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    env = {} if onednn_cap is None else {"ONEDNN_MAX_CPU_ISA": onednn_cap}
+    monkeypatch.setattr(os, "environ", env)
+    assert device_module.native_bf16_isa() == expected
 
 
 def test_auto_is_bf16_on_cuda_whatever_the_cpu(monkeypatch):

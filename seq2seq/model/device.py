@@ -40,13 +40,51 @@ def select_device(name: str) -> torch.device:
     return device
 
 
+# oneDNN's ISA names in order (ONEDNN_MAX_CPU_ISA); a cap lets oneDNN use the
+# instructions up to and including it
+_ONEDNN_ISAS = (
+    "SSE41",
+    "AVX",
+    "AVX2",
+    "AVX2_VNNI",
+    "AVX2_VNNI_2",
+    "AVX512_CORE",
+    "AVX512_CORE_VNNI",
+    "AVX512_CORE_BF16",
+    "AVX10_1_512",
+    "AVX512_CORE_FP16",
+    "AVX10_1_512_AMX",
+    "AVX512_CORE_AMX",
+    "AVX10_1_512_AMX_FP16",
+    "AVX512_CORE_AMX_FP16",
+)
+
+
+def _onednn_allows(isa: str) -> bool:
+    """Whether ``ONEDNN_MAX_CPU_ISA`` (unset, ``ALL`` or ``DEFAULT``: no cap) lets
+    oneDNN use ``isa``."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
+    if cap in ("", "ALL", "DEFAULT") or cap not in _ONEDNN_ISAS:
+        return True
+    return _ONEDNN_ISAS.index(cap) >= _ONEDNN_ISAS.index(isa)
+
+
 def native_bf16_isa() -> str | None:
     """The instruction set with which this CPU multiplies bf16 in hardware (``AMX``,
     else ``AVX512-BF16``), or None: there oneDNN emulates bf16 and bf16 autocast
-    loses to fp32."""
-    if getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+    loses to fp32.
+
+    A run capped below it (``ATEN_CPU_CAPABILITY=avx2`` or ``default``,
+    ``ONEDNN_MAX_CPU_ISA``) gets None, as the CPU it stands for would: the cap is how
+    an AVX2-only machine is tried on a newer one, and its choices (``precision=auto``
+    trains fp32 there) must be that machine's."""
+    if not torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
+        return None
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
+    if amx and _onednn_allows("AVX512_CORE_AMX"):
         return "AMX"
-    if getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)():
+    avx512_bf16 = getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)()
+    if avx512_bf16 and _onednn_allows("AVX512_CORE_BF16"):
         return "AVX512-BF16"
     return None
 
