@@ -47,8 +47,8 @@ def test_identical_passes_give_zero_kl_and_the_plain_step(tmp_path):
     gradients the optimizer gets) is the step without R-Drop. Gradients, not the
     weights after the step: Adam's first update is about lr · sign(g), and the
     stacked batch sums in another order."""
-    plain, plain_stats = _first_step(tmp_path, "plain", *NO_DROPOUT)
-    twice, twice_stats = _first_step(tmp_path, "twice", *NO_DROPOUT, "trainer.rdrop=5")
+    _, plain_stats = _first_step(tmp_path, "plain", *NO_DROPOUT)
+    _, twice_stats = _first_step(tmp_path, "twice", *NO_DROPOUT, "trainer.rdrop=5")
     assert plain_stats["kl_sum"] is None
     assert float(twice_stats["kl_sum"]) == pytest.approx(0.0, abs=1e-4)
     assert_close(twice_stats["loss_sum"], plain_stats["loss_sum"])
