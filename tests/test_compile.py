@@ -324,3 +324,23 @@ def test_compile_on_cuda_without_triton_fails_at_start(monkeypatch):
     monkeypatch.setattr(runtime, "find_spec", lambda name: None)
     with pytest.raises(RuntimeError, match="needs Triton"):
         check_compile_toolchain(torch.device("cuda"))
+
+
+@pytest.mark.parametrize(
+    ("cap", "cached"), [("avx2", False), ("default", False), (None, True)]
+)
+def test_a_run_under_an_isa_cap_compiles_its_graphs_afresh(cap, cached, monkeypatch):
+    """Graphs cached by an uncapped run gave NaN (and an abort) to a run under
+    ``ATEN_CPU_CAPABILITY=avx2`` on the same machine: a capped run must not read
+    inductor's FX graph cache."""
+    import torch._inductor.config as inductor_config
+
+    from seq2seq.model.compiled import no_graph_cache_under_an_isa_cap
+
+    monkeypatch.setattr(inductor_config, "fx_graph_cache", True)
+    if cap is None:
+        monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    else:
+        monkeypatch.setenv("ATEN_CPU_CAPABILITY", cap)
+    no_graph_cache_under_an_isa_cap()
+    assert inductor_config.fx_graph_cache is cached

@@ -10,6 +10,7 @@ recurrent matmul and its element-wise work.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import torch
@@ -22,6 +23,20 @@ _COMPILED: dict[tuple[Callable, str], Callable] = {}
 RECOMPILE_LIMIT = 32
 
 
+def no_graph_cache_under_an_isa_cap() -> None:
+    """Under ``ATEN_CPU_CAPABILITY`` compile every graph afresh (inductor's FX graph
+    cache off).
+
+    Why: a capped run (how an AVX2-only or plain x86 CPU is tried on a newer one)
+    that found graphs cached by an uncapped run on the same machine got NaN from
+    them (torch 2.13, an AVX-512 EPYC under ``ATEN_CPU_CAPABILITY=avx2``); compiled
+    afresh, they match eager."""
+    if os.environ.get("ATEN_CPU_CAPABILITY", "").strip():
+        import torch._inductor.config  # loaded here, as torch.compile loads it
+
+        torch._inductor.config.fx_graph_cache = False
+
+
 def compiled(fn: Callable, mode: str = "default") -> Callable:
     """``torch.compile`` of ``fn`` with dynamic shapes, made once per process and mode.
 
@@ -32,6 +47,7 @@ def compiled(fn: Callable, mode: str = "default") -> Callable:
     torch.compile's: ``"default"`` or ``"reduce-overhead"`` (CUDA graphs on CUDA, one
     recorded per distinct shape; on CPU it runs as ``"default"``)."""
     if (fn, mode) not in _COMPILED:
+        no_graph_cache_under_an_isa_cap()
         dynamo = torch._dynamo.config
         dynamo.recompile_limit = max(dynamo.recompile_limit, RECOMPILE_LIMIT)
         # no guard that two sizes are equal because they were in the first batch
