@@ -52,7 +52,11 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class Job:
+class CheckedRequest:
+    """A request the engine took (``check_*``): the key of the searches it can share
+    (``batcher.Batcher`` gathers by it), what ``run`` needs, and its cost in source
+    pieces."""
+
     key: Hashable
     payload: Any
     cost: int
@@ -98,7 +102,7 @@ class Engine:
             )
         return n
 
-    def check_translate(self, req: TranslateRequest) -> Job:
+    def check_translate(self, req: TranslateRequest) -> CheckedRequest:
         most = self.limits.max_texts
         if len(req.texts) > most:
             raise RequestError(
@@ -106,9 +110,11 @@ class Engine:
                 "(max_texts); send them in several requests"
             )
         cost = sum(self._pieces(t, f"texts[{k}]") for k, t in enumerate(req.texts))
-        return Job((TRANSLATE, req.beam_size, req.nbest), list(req.texts), cost)
+        return CheckedRequest(
+            (TRANSLATE, req.beam_size, req.nbest), list(req.texts), cost
+        )
 
-    def check_attention(self, req: AttentionRequest) -> Job:
+    def check_attention(self, req: AttentionRequest) -> CheckedRequest:
         cost = self._pieces(req.text, "text")
         if req.reference is not None:
             self._pieces(req.reference, "reference", target=True)
@@ -119,7 +125,7 @@ class Engine:
             )
         forced = req.reference is not None
         key = (ATTENTION, forced, req.attribution, req.beam_size, req.nbest)
-        return Job(key, (req.text, req.reference), cost)
+        return CheckedRequest(key, (req.text, req.reference), cost)
 
     # ------------------------------------------------------------ the thread
     def run(self, key: Hashable, payloads: Sequence[Any]) -> list[Any]:
