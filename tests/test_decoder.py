@@ -10,9 +10,9 @@ from seq2seq.config import AttentionConfig, DecoderConfig, EncoderConfig, ModelC
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import ATTENTIONS
 from seq2seq.model.decoder import word_dropout
-from seq2seq.model.gru import StackedGRU
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
+from seq2seq.model.stepped_gru import StackedGRU
 from tests.conftest import DEVICES
 
 V_SRC, V_TGT = 15, 17
@@ -154,6 +154,32 @@ def test_style_defaults_to_the_attention_style():
     assert _model(cfg).decoder.style == "luong"
     cfg.decoder.style = "bahdanau"
     assert _model(cfg).decoder.style == "bahdanau"
+
+
+@pytest.mark.parametrize(
+    ("style", "feeding", "rnmt", "cls", "parts"),
+    [
+        ("bahdanau", True, False, "BahdanauDecoder", "attention rnn feature"),
+        ("luong", True, False, "LuongDecoder", "attention rnn feature"),
+        ("luong", False, True, "RNMTDecoder", "attention rnn upper feature"),
+    ],
+)
+def test_each_style_keeps_its_parameters_in_the_checkpoints_order(
+    style, feeding, rnmt, cls, parts
+):
+    """A checkpoint's weights are found by name and its optimizer state by position:
+    each style's class (one module each) registers its parts in the same order,
+    whatever module holds it. RNMT+ is the Luong style with context_to_layers."""
+    cfg = tiny_config("luong_general", style, feeding)
+    cfg.decoder.context_to_layers = rnmt
+    model = _model(cfg)
+    assert type(model.decoder).__name__ == cls
+    assert model.decoder.style == style
+    order = []
+    for name, _ in model.decoder.named_parameters():
+        if name.split(".")[0] not in order:
+            order.append(name.split(".")[0])
+    assert order == ["embedding", *parts.split(), "output"]
 
 
 @pytest.mark.parametrize(

@@ -33,12 +33,8 @@ from seq2seq.decoding.maps import (
     forced_split,
     piece_maps,
 )
-from seq2seq.decoding.search import (
-    Hypothesis,
-    decode_settings,
-    run_step,
-    translate_batch,
-)
+from seq2seq.decoding.search import Hypothesis, run_step, translate_batch
+from seq2seq.decoding.settings import decode_settings
 from seq2seq.errors import InputError
 from seq2seq.model.checkpoint import load_checkpoint
 from seq2seq.model.device import autocast, resolve_precision, select_device

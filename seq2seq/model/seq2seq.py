@@ -19,10 +19,29 @@ from seq2seq.config import (
 )
 from seq2seq.config_checks import check_model
 from seq2seq.model.attention import NoAttention, build_attention
-from seq2seq.model.decoder import DECODERS, Decoder, DecoderState
+from seq2seq.model.bahdanau import BahdanauDecoder
+from seq2seq.model.decoder import Decoder
+from seq2seq.model.decoder_state import DecoderState
 from seq2seq.model.deep_gru import DeepGRU
 from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
+from seq2seq.model.luong import LuongDecoder
+from seq2seq.model.rnmt import RNMTDecoder
 from seq2seq.model.self_attention import SelfAttentionStack
+
+# The decoder styles (``decoder.style``), one module each; RNMT+'s decoder is the
+# Luong style with ``decoder.context_to_layers`` (``decoder_class``).
+DECODERS: dict[str, type[Decoder]] = {
+    "bahdanau": BahdanauDecoder,
+    "luong": LuongDecoder,
+}
+
+
+def decoder_class(style: DecoderStyle, context_to_layers: bool) -> type[Decoder]:
+    """The class that builds ``style``'s decoder: ``RNMTDecoder`` for the Luong style
+    with ``context_to_layers`` (another style refuses it when it is built)."""
+    if context_to_layers and DecoderStyle(style) == DecoderStyle.luong:
+        return RNMTDecoder
+    return DECODERS[style]
 
 
 class ModelOutput(NamedTuple):
@@ -127,7 +146,7 @@ class Seq2Seq(nn.Module):
         first call (once for all batch shapes). ``scope="all"``: the body of the
         decoder's teacher-forcing step loop and each ``DeepGRU``'s time step;
         ``"recurrence"``: only the steps of the ``DeepGRU`` recurrences without layer
-        norm (``model/gru_recurrence.py``). Returns what compiles, empty when nothing
+        norm (``model/deep_gru_loop.py``). Returns what compiles, empty when nothing
         is stepped by hand (``nn.GRU`` runs whole sequences in one call). ``mode``:
         torch.compile's ``"default"`` or ``"reduce-overhead"`` (CUDA graphs), under
         which the decoder loop's batch and source length are padded to multiples of
@@ -237,7 +256,7 @@ def build_model(
         cfg.attention.heads,
         Normalizer(cfg.attention.normalizer),
     )
-    decoder = DECODERS[style](
+    decoder = decoder_class(style, cfg.decoder.context_to_layers)(
         tgt_vocab_size,
         cfg.emb_dim,
         hd,

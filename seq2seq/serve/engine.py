@@ -24,6 +24,7 @@ from seq2seq.alignment.export import pharaoh_line
 from seq2seq.alignment.links import to_pharaoh
 from seq2seq.alignment.maps import CAVEAT, AttentionMap
 from seq2seq.alignment.words import group_pieces, is_special
+from seq2seq.config import ServeConfig, fields_of
 from seq2seq.decoding.maps import forced_split
 from seq2seq.decoding.translator import Translator
 from seq2seq.model.seq2seq import Seq2Seq
@@ -38,14 +39,24 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may ask: texts per request, pieces per text."""
+    """What one request may ask: texts per request, pieces per text (the defaults
+    are ``ServeConfig``'s)."""
 
-    max_texts: int = 32
-    max_input_pieces: int = 250
+    max_texts: int = ServeConfig.max_texts
+    max_input_pieces: int = ServeConfig.max_input_pieces
+
+    @classmethod
+    def of(cls, cfg: Any) -> Limits:
+        """The limits of ``seq2seq-serve``'s config (the fields of these names)."""
+        return fields_of(cls, cfg)
 
 
 @dataclass(frozen=True)
-class Job:
+class CheckedRequest:
+    """A request the engine took (``check_*``): the key of the searches it can share
+    (``batcher.Batcher`` gathers by it), what ``run`` needs, and its cost in source
+    pieces."""
+
     key: Hashable
     payload: Any
     cost: int
@@ -91,7 +102,7 @@ class Engine:
             )
         return n
 
-    def check_translate(self, req: TranslateRequest) -> Job:
+    def check_translate(self, req: TranslateRequest) -> CheckedRequest:
         most = self.limits.max_texts
         if len(req.texts) > most:
             raise RequestError(
@@ -99,9 +110,11 @@ class Engine:
                 "(max_texts); send them in several requests"
             )
         cost = sum(self._pieces(t, f"texts[{k}]") for k, t in enumerate(req.texts))
-        return Job((TRANSLATE, req.beam_size, req.nbest), list(req.texts), cost)
+        return CheckedRequest(
+            (TRANSLATE, req.beam_size, req.nbest), list(req.texts), cost
+        )
 
-    def check_attention(self, req: AttentionRequest) -> Job:
+    def check_attention(self, req: AttentionRequest) -> CheckedRequest:
         cost = self._pieces(req.text, "text")
         if req.reference is not None:
             self._pieces(req.reference, "reference", target=True)
@@ -112,7 +125,7 @@ class Engine:
             )
         forced = req.reference is not None
         key = (ATTENTION, forced, req.attribution, req.beam_size, req.nbest)
-        return Job(key, (req.text, req.reference), cost)
+        return CheckedRequest(key, (req.text, req.reference), cost)
 
     # ------------------------------------------------------------ the thread
     def run(self, key: Hashable, payloads: Sequence[Any]) -> list[Any]:
