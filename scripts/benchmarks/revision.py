@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def module_at(ref: str, path: str) -> ModuleType:
