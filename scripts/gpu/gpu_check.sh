@@ -71,7 +71,7 @@ wmt_pairs="${GPU_CHECK_WMT_PAIRS:-200000}"
 wmt_tokens="${GPU_CHECK_WMT_TOKENS:-16384 65536}"
 selected=" ${GPU_CHECK_PARTS:-tests model train bench compile wmt} "
 quality_experiment="${GPU_CHECK_QUALITY_EXPERIMENT:-multi30k_en_de}"
-# the rows of results.md's en->de table: the recipe (deep transition 2), the rest at
+# the rows of docs/history/results.md's en->de table: the recipe (deep transition 2), the rest at
 # the depth they ran with
 depth1="model.encoder.transition_depth=1 model.decoder.transition_depth=1"
 depth2="model.encoder.transition_depth=2 model.decoder.transition_depth=2"
