@@ -287,7 +287,8 @@ class DecodeConfig:
     # whose attention has covered the whole source, against under-translation
     coverage_penalty: float = 0.0
     # padded source tokens per decoding batch (validation, evaluate, translate, align);
-    # training batches are data.batch_tokens. Chosen by scripts/bench_decode.py.
+    # training batches are data.batch_tokens. Chosen by
+    # scripts/benchmarks/bench_decode.py.
     batch_tokens: int = 4096
     # the search's vocabulary projection (most of a step's FLOPs) in fp32, bf16 or
     # int8 (CPU only), each row's best candidates recomputed in fp32; auto: on CPU the

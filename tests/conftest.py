@@ -16,8 +16,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked ``gpu`` skip without a CUDA device (``scripts/gpu_check.sh`` runs
-    them with ``pytest -m gpu`` on one)."""
+    """Tests marked ``gpu`` skip without a CUDA device
+    (``scripts/gpu/gpu_check.sh`` runs them with ``pytest -m gpu`` on one)."""
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (pytest -m gpu on a GPU)")

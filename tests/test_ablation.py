@@ -1,4 +1,4 @@
-"""scripts/ablation.py: every row of its grids is a valid training command."""
+"""scripts/labs/ablation.py: every row of its grids is a valid training command."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from seq2seq.config import CONFIG_DIR, register_configs
 from tests.conftest import REPO_ROOT, check_command
 
 spec = importlib.util.spec_from_file_location(
-    "ablation", REPO_ROOT / "scripts" / "ablation.py"
+    "ablation", REPO_ROOT / "scripts" / "labs" / "ablation.py"
 )
 ablation = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ablation)

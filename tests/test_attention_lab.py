@@ -1,4 +1,4 @@
-"""The worked example in scripts/attention_lab.py runs, checks itself and plots."""
+"""The worked example in scripts/labs/attention_lab.py runs, checks itself and plots."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def test_attention_lab_passes_its_checks_and_writes_the_plot(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            str(REPO_ROOT / "scripts" / "attention_lab.py"),
+            str(REPO_ROOT / "scripts" / "labs" / "attention_lab.py"),
             "--out",
             str(out),
         ],

@@ -1,4 +1,4 @@
-"""Helpers of scripts/bench_compare.py that its figures depend on."""
+"""Helpers of scripts/benchmarks/bench_compare.py that its figures depend on."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 
 spec = importlib.util.spec_from_file_location(
-    "bench_compare", REPO_ROOT / "scripts" / "bench_compare.py"
+    "bench_compare", REPO_ROOT / "scripts" / "benchmarks" / "bench_compare.py"
 )
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)

@@ -2,7 +2,7 @@
 
 No network, no install: the shell scripts parse, gpu_check.sh stops within seconds with
 a clear message where CUDA or the carried wheel folder is missing, and gpu_wheels.sh
-carries every requirement that the GPU image lacks (scripts/gpu_image_packages.txt).
+carries every requirement that the GPU image lacks (scripts/gpu/gpu_image_packages.txt).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def run_check(tmp_path: Path, *args: str, **env: str) -> tuple[int, str, float]:
     environ.update(env)
     start = time.monotonic()
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts/gpu_check.sh"), *args],
+        ["bash", str(ROOT / "scripts/gpu/gpu_check.sh"), *args],
         capture_output=True,
         text=True,
         env=environ,
@@ -40,7 +40,9 @@ def run_check(tmp_path: Path, *args: str, **env: str) -> tuple[int, str, float]:
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_script_parses(script):
     proc = subprocess.run(
-        ["bash", "-n", str(ROOT / "scripts" / script)], capture_output=True, text=True
+        ["bash", "-n", str(ROOT / "scripts" / "gpu" / script)],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr
 
@@ -65,7 +67,7 @@ def test_gpu_check_names_the_missing_wheel_folder(tmp_path):
     assert rc != 0
     assert seconds < 10
     assert f"no wheel folder {missing}" in output
-    assert "run scripts/gpu_wheels.sh first and carry gpu/" in output
+    assert "run scripts/gpu/gpu_wheels.sh first and carry gpu/" in output
 
 
 def test_gpu_check_refuses_wheels_of_another_python(tmp_path):
@@ -83,8 +85,8 @@ def test_gpu_check_refuses_wheels_of_another_python(tmp_path):
 
 
 def carried() -> dict[str, str]:
-    """name: version of the WHEELS and SDISTS arrays of scripts/gpu_wheels.sh."""
-    text = (ROOT / "scripts/gpu_wheels.sh").read_text()
+    """name: version of the WHEELS and SDISTS arrays of scripts/gpu/gpu_wheels.sh."""
+    text = (ROOT / "scripts/gpu/gpu_wheels.sh").read_text()
     pins = {}
     for array in ("WHEELS", "SDISTS"):
         body = re.search(rf"^{array}=\((.*?)^\)", text, re.M | re.S)
@@ -99,7 +101,7 @@ def carried() -> dict[str, str]:
 
 
 def image() -> set[str]:
-    lines = (ROOT / "scripts/gpu_image_packages.txt").read_text().splitlines()
+    lines = (ROOT / "scripts/gpu/gpu_image_packages.txt").read_text().splitlines()
     return {canonicalize_name(x) for x in lines if x.strip() and not x.startswith("#")}
 
 

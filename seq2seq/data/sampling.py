@@ -90,7 +90,7 @@ class SampledExamples(Dataset):
 
     ``current`` is the cached split until the sampler first plans an epoch, then that
     epoch's sampled encoding (one held at a time). The samplers are built here, once
-    (2-3 s for the Multi30k training split; ``scripts/bench_sampling.py``).
+    (2-3 s for the Multi30k training split; ``scripts/benchmarks/bench_sampling.py``).
     """
 
     def __init__(

@@ -37,7 +37,8 @@ DEFAULT_LOSS_CHUNK_MB = 128
 BLOCK_BYTES = 2**21  # float32 bytes of one block of rows: 2 MiB stays in L2/L3
 # On CPU, fused chunks of at most this many float32 bytes of logits: 262 rows at 32k
 # pieces, still large matmuls there (16 MB chunks: the output layer and loss 14 %
-# slower, scripts/bench_loss_chunks.py), and host memory is what the fusing is for
+# slower, scripts/benchmarks/bench_loss_chunks.py), and host memory is what the
+# fusing is for
 CPU_CHUNK_BYTES = 32 * 2**20
 
 

@@ -30,7 +30,7 @@ A compared row gives the share of sentences whose output differs and the median 
 of the paired round times, "speed-up": baseline / today, or first vocab / this vocab
 (> 1: today's search, or this precision, is faster).
 
-    flock /tmp/seq2seq-cpu.lock python scripts/bench_decode.py \\
+    flock /tmp/seq2seq-cpu.lock python scripts/benchmarks/bench_decode.py \\
         runs/de_en/checkpoints/best.pt --beam 1,5 --baseline HEAD~1 --rounds 3
 """
 
@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from revision import module_at  # noqa: E402

@@ -14,10 +14,10 @@ not pick a model. Results go to ``<out>/ablation.md`` (a Markdown table, mean ±
 seeds) and ``<out>/runs.jsonl``; finished runs are reused, so an interrupted ablation
 continues where it stopped.
 
-    python scripts/ablation.py --minutes 4 --seeds 42 --out outputs/ablation
-    python scripts/ablation.py --minutes 7 --rows 0 1 4 7 8 10 12   # a subset
-    python scripts/ablation.py --grid levers --experiment multi30k_en_de --epochs 6
-    python scripts/ablation.py --dry-run          # print the commands only
+    python scripts/labs/ablation.py --minutes 4 --seeds 42 --out outputs/ablation
+    python scripts/labs/ablation.py --minutes 7 --rows 0 1 4 7 8 10 12   # a subset
+    python scripts/labs/ablation.py --grid levers --experiment multi30k_en_de --epochs 6
+    python scripts/labs/ablation.py --dry-run          # print the commands only
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 ATTENTIONS = ("bahdanau", "luong_dot", "luong_general", "luong_concat")

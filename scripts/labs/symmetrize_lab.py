@@ -29,7 +29,8 @@ row's best, and the one setting best over all rows (the lowest mean ratio of its
 validation AER to each row's best: the commands' default), each scored once on test.
 Unsupervised: the gold is read only to score. Usage::
 
-    python scripts/symmetrize_lab.py bahdanau=EN_FR.pt,FR_EN.pt luong_dot=A.pt,B.pt ...
+    python scripts/labs/symmetrize_lab.py bahdanau=EN_FR.pt,FR_EN.pt \
+        luong_dot=A.pt,B.pt ...
 """
 
 from __future__ import annotations

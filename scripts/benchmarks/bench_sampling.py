@@ -5,7 +5,8 @@ It prints, for each alpha, the build time, each epoch's sampling + planning time
 the number of batches, and the pieces against the cached encoding (more pieces are
 more tokens to train on: the larger cost of a low alpha).
 
-    python scripts/bench_sampling.py --data ../shared/data/multi30k --alpha 0.1 0.2 0.5
+    python scripts/benchmarks/bench_sampling.py --data ../shared/data/multi30k \
+        --alpha 0.1 0.2 0.5
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from seq2seq.config import Corpus, DataConfig, TokenizerConfig
 from seq2seq.data.batching import make_loader

@@ -2,17 +2,17 @@
 # Build gpu/, the folder to carry to the GPU machine (no package registry there): the
 # wheels the project needs beyond what that machine's image has, and the Multi30k corpus.
 #
-#   bash scripts/gpu_wheels.sh                         # Python 3.12 set into gpu/wheels
-#   bash scripts/gpu_wheels.sh --python-version 3.11   # rehearsal set, gpu/wheels-py311
+#   bash scripts/gpu/gpu_wheels.sh                         # Python 3.12 set into gpu/wheels
+#   bash scripts/gpu/gpu_wheels.sh --python-version 3.11   # rehearsal set, gpu/wheels-py311
 #
-# then, with the device tool: run(command="bash scripts/gpu_check.sh", carry=["gpu"]).
+# then, with the device tool: run(command="bash scripts/gpu/gpu_check.sh", carry=["gpu"]).
 #
 # The set is the project's requirements minus the packages on the image
-# (scripts/gpu_image_packages.txt), closed over their own requirements; the script
+# (scripts/gpu/gpu_image_packages.txt), closed over their own requirements; the script
 # checks that closure on the downloaded wheels and fails if a requirement is neither on
 # the image nor carried, or if a carried wheel is not needed. torch is never carried.
 # The project itself is not a wheel: its Hydra configs live beside the package
-# (CONFIG_DIR in seq2seq/config.py), so scripts/gpu_check.sh installs the checkout editable, offline.
+# (CONFIG_DIR in seq2seq/config.py), so scripts/gpu/gpu_check.sh installs the checkout editable, offline.
 # A second run downloads nothing that is already there.
 #
 # Options (or environment variables):
@@ -22,7 +22,7 @@
 #   --corpus DIR        (SEQ2SEQ_MULTI30K, default ../shared/data/multi30k) the
 #                        {train,validation,test}.jsonl to copy into gpu/multi30k
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 # Carried from PyPI as wheels, pinned (the versions the project is tested with here).
 WHEELS=(
@@ -125,7 +125,7 @@ env = {"python_version": py_version, "python_full_version": py_version + ".0",
        "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
 image = {
     canonicalize_name(line.strip())
-    for line in Path("scripts/gpu_image_packages.txt").read_text().splitlines()
+    for line in Path("scripts/gpu/gpu_image_packages.txt").read_text().splitlines()
     if line.strip() and not line.startswith("#")
 }
 carried = {}  # name: (version, [requirements])

@@ -45,11 +45,11 @@ bf16``: CPU autocast, bf16 matmuls, fp32 weights, optimizer and loss) as a secon
   model). ``--vocab auto,fp32`` decodes each checkpoint with each vocabulary
   precision (``decode.vocab_precision``; the first makes the last line).
 
-    flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py            # all
-    flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --no-peers # ours only
-    flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --steps 600  # decoding
-    flock /tmp/seq2seq-cpu.lock python scripts/bench_compare.py --race \\
-        runs/race_ref/checkpoints/best.pt --rounds 3                  # trained models
+    # all; --no-peers: ours only; --steps 600: decoding means something
+    flock /tmp/seq2seq-cpu.lock python scripts/benchmarks/bench_compare.py
+    # the decoding race on trained models
+    flock /tmp/seq2seq-cpu.lock python scripts/benchmarks/bench_compare.py --race \\
+        runs/race_ref/checkpoints/best.pt --rounds 3
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The peers' harness beside the checkout (../shared/bench/peers), or PEERS_HARNESS.
 PEERS = Path(os.environ.get("PEERS_HARNESS", ROOT.parent / "shared/bench/peers"))
 PEERS_ROOT = Path(os.environ.get("PEERS_ROOT", Path.home() / ".cache/seq2seq-peers"))

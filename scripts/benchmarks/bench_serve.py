@@ -6,8 +6,9 @@ the answer comes, over its own keep-alive connection, for ``--seconds`` after a 
 warm-up. The server runs as its own process (``python -m seq2seq.cli.serve``) on a
 free port, once per mode, and is stopped with SIGTERM (it must exit 0)::
 
-    python scripts/bench_serve.py outputs/train/RUN/checkpoints/best.pt
-    python scripts/bench_serve.py best.pt --input test.de --clients 1 8 32 --seconds 20
+    python scripts/benchmarks/bench_serve.py outputs/train/RUN/checkpoints/best.pt
+    python scripts/benchmarks/bench_serve.py best.pt --input test.de --clients 1 8 32 \
+        --seconds 20
 
 Sentences: ``--input FILE`` (one a line; a ``.jsonl`` corpus file: its column of the
 checkpoint's source language), else the phrasebook's test split in that language.
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def sentences(checkpoint: Path, path: Path | None, limit: int = 500) -> list[str]:

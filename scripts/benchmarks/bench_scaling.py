@@ -13,7 +13,7 @@ sentences (source = target length). Two sweeps:
 Each point runs in a fresh process, so its peak RSS is its own (the first row's figure
 is mostly PyTorch itself).
 
-    flock /tmp/seq2seq-cpu.lock python scripts/bench_scaling.py --threads 2
+    flock /tmp/seq2seq-cpu.lock python scripts/benchmarks/bench_scaling.py --threads 2
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The prepared GPU check, for a bare CUDA machine with no package registry (the device
 # tool's H200): installs the project offline from gpu/ (built here by
-# scripts/gpu_wheels.sh), then runs, within GPU_CHECK_BUDGET_S (540 s) in all, the
+# scripts/gpu/gpu_wheels.sh), then runs, within GPU_CHECK_BUDGET_S (540 s) in all, the
 # install included, these parts in this order (a part's cap in brackets):
 #   1. the CUDA tests (pytest -m gpu; 14 tests, 4 of them compile) [180 s];
 #   2. the model bench on CUDA (every attention x style: train tok/s, greedy and beam-5
@@ -47,9 +47,9 @@
 # Results: $OUT/summary.txt and one log per part (at most 8 files, what the device
 # tool brings back).
 #
-#   device tool:  run(command="bash scripts/gpu_check.sh", carry=["gpu"], timeout_s=600)
-#                 run(command='GPU_CHECK_PARTS="recipe decode" bash scripts/gpu_check.sh', ...)
-#   anywhere:     bash scripts/gpu_check.sh --install-only   # offline install + imports
+#   device tool:  run(command="bash scripts/gpu/gpu_check.sh", carry=["gpu"], timeout_s=600)
+#                 run(command='GPU_CHECK_PARTS="recipe decode" bash scripts/gpu/gpu_check.sh', ...)
+#   anywhere:     bash scripts/gpu/gpu_check.sh --install-only   # offline install + imports
 #
 # Without a CUDA device it stops within seconds, before installing anything.
 # Environment: PYTHON (python3), OUT (/tmp/seq2seq-gpu-check), SEQ2SEQ_GPU_WHEELS
@@ -58,7 +58,7 @@
 # GPU_CHECK_WMT_TOKENS, GPU_CHECK_PARTS, GPU_CHECK_QUALITY_RUNS,
 # GPU_CHECK_QUALITY_EXPERIMENT.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 root=$PWD
 py="${PYTHON:-python3}"
 wheels="${SEQ2SEQ_GPU_WHEELS:-gpu/wheels}"
@@ -71,7 +71,7 @@ wmt_pairs="${GPU_CHECK_WMT_PAIRS:-200000}"
 wmt_tokens="${GPU_CHECK_WMT_TOKENS:-16384 65536}"
 selected=" ${GPU_CHECK_PARTS:-tests model train bench compile wmt} "
 quality_experiment="${GPU_CHECK_QUALITY_EXPERIMENT:-multi30k_en_de}"
-# the rows of results.md's en->de table: the recipe (deep transition 2), the rest at
+# the rows of docs/history/results.md's en->de table: the recipe (deep transition 2), the rest at
 # the depth they ran with
 depth1="model.encoder.transition_depth=1 model.decoder.transition_depth=1"
 depth2="model.encoder.transition_depth=2 model.decoder.transition_depth=2"
@@ -80,7 +80,7 @@ vocab4k tokenizer.vocab_size=4000 $depth1;vocab6k tokenizer.vocab_size=6000 $dep
 layer_norm model.layer_norm=true $depth1;\
 layer_norm_residual4 model.layer_norm=true model.residual=true model.encoder.layers=4 $depth1;\
 layer_norm_transition2 model.layer_norm=true $depth2}"
-carry_hint='run scripts/gpu_wheels.sh first and carry gpu/ (device tool: run(command="bash scripts/gpu_check.sh", carry=["gpu"]))'
+carry_hint='run scripts/gpu/gpu_wheels.sh first and carry gpu/ (device tool: run(command="bash scripts/gpu/gpu_check.sh", carry=["gpu"]))'
 
 die() { echo "gpu_check: $*" >&2; exit 2; }
 
@@ -116,7 +116,7 @@ fi
 want=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 have=$(cat "$wheels/python-version" 2>/dev/null || echo unknown)
 [[ "$want" == "$have" ]] || die "$wheels holds wheels for Python $have, $py is $want:" \
-    "run scripts/gpu_wheels.sh --python-version $want and set SEQ2SEQ_GPU_WHEELS to its folder"
+    "run scripts/gpu/gpu_wheels.sh --python-version $want and set SEQ2SEQ_GPU_WHEELS to its folder"
 if ((!install_only)); then
     for split in train validation test; do
         [[ -f "$corpus/$split.jsonl" ]] || die "no Multi30k $corpus/$split.jsonl: $carry_hint"
@@ -244,7 +244,7 @@ if wanted recipe; then
 fi
 
 wanted model && part "bench_model cuda" 120 "$out/bench_model.txt" \
-    "$py" scripts/bench_model.py --device cuda
+    "$py" scripts/benchmarks/bench_model.py --device cuda
 
 wanted train && rm -rf "$work/train" && part "train multi30k_de_en 3 epochs" 150 "$out/train.txt" \
     seq2seq-train experiment=multi30k_de_en data.local_dir="$corpus" \
@@ -256,14 +256,14 @@ if wanted decode; then
         2>/dev/null | head -n 1)
     if [[ -n "$best" ]]; then
         part "bench_decode cuda" 90 "$out/decode.txt" \
-            "$py" scripts/bench_decode.py "$best" --device cuda --beam 1,5 \
+            "$py" scripts/benchmarks/bench_decode.py "$best" --device cuda --beam 1,5 \
             --batch-tokens 8192,32768 --rounds 3 --cache-dir "$work/cache"
     else
         echo "SKIP | bench_decode cuda | no best.pt (run the recipe or train part first)" >>"$parts"
     fi
 fi
 
-bench=("$py" scripts/bench_train.py --device cuda --corpus "$corpus")
+bench=("$py" scripts/benchmarks/bench_train.py --device cuda --corpus "$corpus")
 first_tokens=${batch_tokens%% *}
 wanted bench && for precision in bf16 fp32; do
     for model in reference recipe; do
@@ -311,7 +311,7 @@ part "wmt prepare 32k pieces" 90 "$out/wmt.txt" \
     hydra.job_logging.formatters.simple.datefmt=null
 for tokens in $wmt_tokens; do
     part "bench_train wmt14_en_de bf16 $tokens" 60 "$out/wmt.txt" \
-        "$py" scripts/bench_train.py --device cuda --experiment wmt14_en_de \
+        "$py" scripts/benchmarks/bench_train.py --device cuda --experiment wmt14_en_de \
         --corpus "$wmt/corpus" --no-validation --steps 20 --warmup 5 --window 10 \
         --batch-tokens "$tokens" data=local data.cache_dir="$wmt/cache" \
         trainer.precision=bf16

@@ -21,9 +21,9 @@ written under ``--workdir`` (reused when present), then measured in fresh proces
 Memory is sampled from ``/proc`` every 0.1 s for the whole process tree. Run alone on
 the machine (``flock``), as each figure is wall time or memory:
 
-    flock /tmp/seq2seq-cpu.lock python scripts/bench_scale.py \\
+    flock /tmp/seq2seq-cpu.lock python scripts/benchmarks/bench_scale.py \\
         --sizes 500000,1500000,4500000
-    python scripts/bench_scale.py --sizes 4500000 --hits-only   # on that cache
+    python scripts/benchmarks/bench_scale.py --sizes 4500000 --hits-only   # that cache
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# synthetic_corpus.py sits one level up, in scripts/
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from synthetic_corpus import write_corpus
 
 FIRST_STEP = "first step of this process done"

@@ -14,7 +14,7 @@ hand; the decoder state ``s`` is a single number. The project's own
 
 It exits with status 1 when a check fails.
 
-    python scripts/attention_lab.py --out /tmp/attention_lab/weights.png
+    python scripts/labs/attention_lab.py --out /tmp/attention_lab/weights.png
 """
 
 from __future__ import annotations

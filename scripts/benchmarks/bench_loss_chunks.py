@@ -8,8 +8,8 @@ backward of one batch's output layer and loss at each size, the sizes alternatin
 random order within every round, and prints each size's median seconds and its ratio
 to the largest size.
 
-    python scripts/bench_loss_chunks.py --rows 4096 --features 256 --vocab 32000 \
-        --chunks-mb 8,16,32
+    python scripts/benchmarks/bench_loss_chunks.py --rows 4096 --features 256 \
+        --vocab 32000 --chunks-mb 8,16,32
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from seq2seq.model.loss import linear_token_loss
 

@@ -13,8 +13,8 @@ sentences, source ~14 and target ~15 pieces, vocabulary 8000) with the reference
 
 Each variant runs in its own spawned process so the memory peaks do not mix.
 
-    python scripts/bench_model.py --threads 2           # CPU (+ CUDA when present)
-    python scripts/bench_model.py --quick --device cpu  # 3 variants, 2 iterations
+    python scripts/benchmarks/bench_model.py --threads 2   # CPU (+ CUDA when present)
+    python scripts/benchmarks/bench_model.py --quick --device cpu  # 3 variants, 2 iters
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Rehearse scripts/gpu_check.sh on this CPU machine, as far as it goes without a GPU:
-#   1. a wheel folder for this machine's Python (gpu/wheels-pyXY, scripts/gpu_wheels.sh);
-#   2. a venv that holds only packages the GPU image lists (scripts/gpu_image_packages.txt):
+# Rehearse scripts/gpu/gpu_check.sh on this CPU machine, as far as it goes without a GPU:
+#   1. a wheel folder for this machine's Python (gpu/wheels-pyXY, scripts/gpu/gpu_wheels.sh);
+#   2. a venv that holds only packages the GPU image lists (scripts/gpu/gpu_image_packages.txt):
 #      a CPU torch and the image's other packages the project touches, from the registry;
 #      the script fails if anything else got in;
 #   3. gpu_check.sh in that venv fails fast with its no-CUDA message;
@@ -12,9 +12,9 @@
 # A second run reuses the venv: it first uninstalls what step 4 installed, so step 2's
 # check sees the image's packages alone again.
 #
-#   bash scripts/gpu_rehearse.sh         # venv in GPU_REHEARSAL_VENV (/tmp/gpu-rehearsal)
+#   bash scripts/gpu/gpu_rehearse.sh         # venv in GPU_REHEARSAL_VENV (/tmp/gpu-rehearsal)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 venv="${GPU_REHEARSAL_VENV:-/tmp/gpu-rehearsal}"
 host="${PYTHON:-python}"
 # The image's packages that the project or its carried wheels use (torch: the CPU build
@@ -33,7 +33,7 @@ start=$SECONDS
 ver=$("$host" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 wheels="gpu/wheels-py${ver/./}"
 step "1. wheel folder for Python $ver: $wheels"
-bash scripts/gpu_wheels.sh --python-version "$ver" --dest "$wheels"
+bash scripts/gpu/gpu_wheels.sh --python-version "$ver" --dest "$wheels"
 
 step "2. venv $venv with the image's packages only"
 [[ -x "$venv/bin/python" ]] || "$host" -m venv "$venv"
@@ -46,7 +46,7 @@ t0=$SECONDS
 "$vpy" -m pip install -q "${IMAGE[@]}" 2>&1 | quiet
 echo "base install: $((SECONDS - t0)) s"
 # -I: no current folder on sys.path (an editable checkout's seq2seq.egg-info is not the venv's)
-"$vpy" -I - scripts/gpu_image_packages.txt <<'EOF'
+"$vpy" -I - scripts/gpu/gpu_image_packages.txt <<'EOF'
 import re
 import sys
 from importlib.metadata import distributions
@@ -69,7 +69,7 @@ EOF
 step "3. gpu_check.sh without CUDA fails fast"
 t0=$SECONDS
 set +e
-msg=$(PYTHON="$vpy" OUT=/tmp/gpu-rehearsal-out bash scripts/gpu_check.sh 2>&1)
+msg=$(PYTHON="$vpy" OUT=/tmp/gpu-rehearsal-out bash scripts/gpu/gpu_check.sh 2>&1)
 rc=$?
 set -e
 echo "$msg"
@@ -82,7 +82,7 @@ offline=(env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL
     PIP_CONFIG_FILE=/dev/null https_proxy=http://127.0.0.1:9 http_proxy=http://127.0.0.1:9)
 t0=$SECONDS
 "${offline[@]}" PYTHON="$vpy" SEQ2SEQ_GPU_WHEELS="$wheels" OUT=/tmp/gpu-rehearsal-out \
-    bash scripts/gpu_check.sh --install-only
+    bash scripts/gpu/gpu_check.sh --install-only
 echo "install: $((SECONDS - t0)) s"
 grep -A50 "^pip check" /tmp/gpu-rehearsal-out/install.txt | sed -n '1,/^torch after/p'
 export PATH="$venv/bin:$PATH"

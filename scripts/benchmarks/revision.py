@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Modules renamed since (old path: today's): a revision before the rename has the
 # module under its old path, and its modules import it by its old name.

@@ -3,14 +3,16 @@
 Runs the real Trainer (data pipeline, model, loss, optimizer) for a number of steps
 after a warm-up, then times one full validation (loss + greedy decoding + BLEU).
 
-    python scripts/bench_train.py --steps 150 --threads 2
-    python scripts/bench_train.py --attention luong_general --no-input-feeding
-    python scripts/bench_train.py --compare-compile --batch-tokens 1152
-    python scripts/bench_train.py --warmup 5 --profile 5   # where a step's time goes
-    python scripts/bench_train.py --compare-compile \
+    python scripts/benchmarks/bench_train.py --steps 150 --threads 2
+    python scripts/benchmarks/bench_train.py --attention luong_general \
+        --no-input-feeding
+    python scripts/benchmarks/bench_train.py --compare-compile --batch-tokens 1152
+    python scripts/benchmarks/bench_train.py --warmup 5 --profile 5   # a step's time
+    python scripts/benchmarks/bench_train.py --compare-compile \
         --compile-modes default,reduce-overhead
-    python scripts/bench_train.py --experiment wmt14_en_de --corpus /tmp/wmt_synth \
-        --no-validation --batch-tokens 16384 data=local  # WMT's model, synthetic data
+    python scripts/benchmarks/bench_train.py --experiment wmt14_en_de \
+        --corpus /tmp/wmt_synth --no-validation --batch-tokens 16384 \
+        data=local  # WMT's model, synthetic data
 
 ``--compare-compile`` times ``trainer.compile`` instead: the same batches train with
 the eager and the compiled step loop (each of ``--compile-modes``), alternating in
@@ -32,7 +34,7 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from seq2seq.config import CONFIG_DIR, register_configs  # noqa: E402

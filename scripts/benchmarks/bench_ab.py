@@ -53,13 +53,14 @@ Changes (``before`` → ``after``, as in the code now):
   evict the padded one's kernels from oneDNN's cache, a cost the code now never
   pays; fp32 builds no kernels, so the fp32 variant is the code before.
 
-    python scripts/bench_ab.py rows --precision fp32 --batch-tokens 2048 --rounds 4
-    python scripts/bench_ab.py compile --precision bf16 --batch-tokens 2048 \
+    python scripts/benchmarks/bench_ab.py rows --precision fp32 --batch-tokens 2048 \
+        --rounds 4
+    python scripts/benchmarks/bench_ab.py compile --precision bf16 --batch-tokens 2048 \
         encoder.transition_depth=2 decoder.transition_depth=2
-    python scripts/bench_ab.py slices --batch-tokens 2048 encoder.transition_depth=2 \
-        decoder.transition_depth=2
+    python scripts/benchmarks/bench_ab.py slices --batch-tokens 2048 \
+        encoder.transition_depth=2 decoder.transition_depth=2
     # the en→de recipe's model (its dropout too):
-    python scripts/bench_ab.py stage --precision bf16 --batch-tokens 2048 \
+    python scripts/benchmarks/bench_ab.py stage --precision bf16 --batch-tokens 2048 \
         encoder.layers=2 attention.type=luong_general attention.style=luong \
         decoder.input_feeding=false tie_embeddings=true encoder.transition_depth=2 \
         decoder.transition_depth=2 emb_dropout=0.3 word_dropout=0.1 \
@@ -81,7 +82,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench_compare import MODEL, load_split
 from omegaconf import OmegaConf

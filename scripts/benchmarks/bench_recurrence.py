@@ -6,8 +6,8 @@ the en→de recipe's shapes, random inputs with padding, the two variants altern
 so that the machine's drift hits both alike. Prints the median milliseconds per
 layer of each and their ratio, per shape.
 
-    python scripts/bench_recurrence.py                     # bf16, the recipe's shapes
-    python scripts/bench_recurrence.py --precision fp32 --batch 64 --steps 30
+    python scripts/benchmarks/bench_recurrence.py   # bf16, the recipe's shapes
+    python scripts/benchmarks/bench_recurrence.py --precision fp32 --batch 64 --steps 30
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from seq2seq.model.deep_gru_loop import gru_layer
 
