@@ -3,6 +3,7 @@ picture (PNG, TensorBoard, terminal, HTML viewer, seq2seq-serve's page).
 
     python scripts/colour_scale.py            # write the table
     python scripts/colour_scale.py --check    # exit 1: the file differs, a rule fails
+    python scripts/colour_scale.py --figure docs/colour_scale/scale.png   # as seen
 
 The path runs in CIELAB from white (L* 100, the page's and the figure's background, so a
 weight of 0 is nothing) to a dark blue (L* 20), hue turning from 250° to 290° and chroma
@@ -47,11 +48,11 @@ _RGB_TO_XYZ = np.array(
 )
 # Machado, Oliveira & Fernandes (2009), severity 1.0, on linear RGB
 CVD = {
-    "protan": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+    "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
                [-0.003882, -0.048116, 1.051998]],
-    "deutan": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+    "deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
                [-0.011820, 0.042940, 0.968881]],
-    "tritan": [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
+    "tritanopia": [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
                [0.004733, 0.691367, 0.303900]],
 }  # fmt: skip
 
@@ -184,15 +185,39 @@ def problems(colors: np.ndarray) -> list[str]:
     return out
 
 
+def figure(path: Path, colors: np.ndarray) -> None:
+    """The scale as seen with normal vision, in greyscale and with each deficiency."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows = {"as drawn": colors / 255.0}
+    grey = to_srgb(to_linear(colors / 255.0) @ _RGB_TO_XYZ[1])
+    rows["greyscale"] = np.repeat(grey[:, None], 3, axis=1)
+    for cvd in CVD:
+        lin = np.clip(to_linear(colors / 255.0) @ np.asarray(CVD[cvd]).T, 0, 1)
+        rows[cvd] = to_srgb(lin)
+    fig = Figure(figsize=(7, 2.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(rows), 1, sharex=True)
+    for ax, (name, rgb) in zip(axes, rows.items(), strict=True):
+        ax.imshow(np.clip(rgb, 0, 1)[None], aspect="auto", extent=(0, 1, 0, 1))
+        ax.set_yticks([])
+        ax.set_ylabel(name, rotation=0, ha="right", va="center", fontsize=8)
+    axes[-1].set_xlabel("weight (linear scale)", fontsize=8)
+    fig.savefig(path, dpi=100)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare, write nothing")
+    parser.add_argument("--figure", type=Path, help="also draw the scale as seen")
     args = parser.parse_args()
     data = table()
     text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-    bad = problems(
-        np.array([[int(c[k : k + 2], 16) for k in (1, 3, 5)] for c in data["colors"]])
+    colors = np.array(
+        [[int(c[k : k + 2], 16) for k in (1, 3, 5)] for c in data["colors"]]
     )
+    bad = problems(colors)
     for line in bad:
         print(f"colour_scale: {line}", file=sys.stderr)
     if args.check:
@@ -205,6 +230,8 @@ def main() -> int:
         return 0 if same and not bad else 1
     if bad:
         return 1
+    if args.figure:
+        figure(args.figure, colors)
     OUT.write_text(text, encoding="utf-8")
     print(f"wrote {OUT}")
     return 0
