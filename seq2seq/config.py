@@ -86,6 +86,9 @@ CompileMode = choice("CompileMode", "default", "reduce-overhead")
 # encoder's self-attention (model.encoder.self_attention.layers > 0).
 AttentionView = choice("AttentionView", "cross", "self")
 AlignFormat = choice("AlignFormat", "png", "html", "terminal", "pharaoh", "json", "npy")
+# How a weight becomes a colour (alignment/scale.py): linear, or a power (w^1/2) or
+# log scale (six decades) that shows the small weights of a saturated map.
+WeightScale = choice("WeightScale", "linear", "power", "log")
 # How two directions' word alignments combine (alignment/symmetrize.py): three rules
 # over their links, or `geometric` over their attention.
 Symmetrize = choice(
@@ -542,6 +545,7 @@ class AlignConfig(DecodeOptions):
     view: AttentionView = AttentionView.cross
     layer: int | None = None  # view=self: the block, from 0
     head: int | None = None  # one head, from 0 (None: all heads and their mean)
+    scale: WeightScale = WeightScale.linear  # png, terminal; html: the page's first
     output: str | None = None  # file or folder; default under the run directory
     device: str = "cpu"  # DecodeOptions' field, another default: one sentence runs fast
 

@@ -202,9 +202,10 @@ def test_align_from_split_with_reference_and_merged_words(trained):
         "reference=le carnet bleu",
         "merge_subwords=true",
         "format=terminal",
+        "scale=log",
         f"hydra.run.dir={tmp / 'align_ref'}",
     )
-    assert "carnet" in proc.stdout
+    assert "carnet" in proc.stdout and "(log scale)" in proc.stdout
     run_script(
         tmp,
         "seq2seq-align",

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from seq2seq.alignment.attribution import model_attribution, spearman
 from seq2seq.alignment.export import pharaoh_line
+from seq2seq.alignment.viewer import asset
 from seq2seq.config import ServeConfig
 from seq2seq.decoding.maps import forced_split
 from seq2seq.decoding.translator import Translator
@@ -166,6 +167,8 @@ def test_health_info_page_and_files(client, translator):
     assert "http" not in page.text.replace("http-equiv", "")  # no CDN
     js = client.get("/static/attention.js")
     assert "AttentionView" in js.text and "javascript" in js.headers["content-type"]
+    assert "/static/scale.js" in page.text  # the colour scale, before attention.js
+    assert client.get("/static/scale.js").text == asset("scale.js")
     assert (
         "translate"
         in client.get("/openapi.json").json()["paths"]["/translate"]["post"][

@@ -17,8 +17,10 @@ import shutil
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from seq2seq.alignment import scale
 from tests.test_serve_process import start_server
 from tests.test_viewer_browser import _unavailable, chromium_binary
 
@@ -26,6 +28,15 @@ pytestmark = pytest.mark.slow
 
 SENTENCE = "Tom cooks this egg ."
 REFERENCE = "Tom prépare cet œuf ."
+
+
+def cell_colors(page, selector: str) -> list:
+    """The computed background colour of each cell of a heatmap, ``(T, S, 3)``."""
+    css = page.locator(f"{selector} tr").evaluate_all(
+        "rows => rows.slice(1).map(tr => Array.from(tr.querySelectorAll('td'))"
+        ".map(td => getComputedStyle(td).backgroundColor))"
+    )
+    return [[[int(x) for x in c[4:-1].split(",")] for c in row] for row in css]
 
 
 def _post(port: int, path: str, body: dict) -> dict:
@@ -119,6 +130,18 @@ def test_typing_shows_translation_heatmap_and_hover_lights_sources(
     assert weights == pytest.approx(w[0], abs=5e-4)
     tip = page.inner_text("#tip")
     assert tip.startswith(f"{tgt[0]} ←"), tip
+
+    # each cell in the scale's colour of its weight, as the PNG draws it
+    assert cell_colors(page, "#view .heat") == scale.rgb(np.array(w)).tolist()
+    # 1e-5 as the background, 1 as the darkest, drawn by the page's own scripts
+    page.evaluate(
+        "AttentionView.render(document.getElementById('view'), {src_tokens: ['a', 'b'],"
+        " tgt_tokens: ['x'], weights: [[1e-5, 0.99999]], title: 'probe'}, 9)"
+    )
+    assert cell_colors(page, "#sentence-9 .heat") == [
+        [[255, 255, 255], scale.colors()[-1].tolist()]
+    ]
+    page.evaluate("document.getElementById('sentence-9').remove()")
     shot = tmp_path / "serve_page.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
@@ -137,6 +160,18 @@ def test_typing_shows_translation_heatmap_and_hover_lights_sources(
     heads = page.locator("#view .heat th.tgt").all_inner_texts()
     assert heads == forced["tgt_tokens"]
     assert page.inner_text("#translation") == REFERENCE
+
+    # the scale's switch: log, said by the colour bar, kept for the next answer
+    page.select_option("#view select.scale", "log")
+    assert "log scale" in page.inner_text("#view .legend")
+    log_colors = scale.rgb(np.array(forced["weights"]), "log").tolist()
+    assert cell_colors(page, "#view .heat") == log_colors
+    drawn = page.get_attribute("body", "data-drawn")
+    page.fill("#ref", REFERENCE + " ")
+    page.wait_for_function(
+        "document.body.getAttribute('data-drawn') !== '" + drawn + "'", timeout=20_000
+    )
+    assert page.input_value("#view select.scale") == "log"
 
     # an over-long text: the server's one-line message on the page, no crash
     page.fill("#ref", "")

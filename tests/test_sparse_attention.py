@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from seq2seq.alignment.maps import AttentionMap, zero_share
-from seq2seq.alignment.render import alignment_figure, alignment_terminal
+from seq2seq.alignment.maps import CAVEAT, AttentionMap, zero_share
+from seq2seq.alignment.render import alignment_figure
+from seq2seq.alignment.terminal import alignment_terminal
 from seq2seq.alignment.viewer import alignment_html
 from seq2seq.config import ModelConfig, Normalizer
 from seq2seq.decoding.translator import Translator
@@ -151,23 +152,28 @@ SPARSE_MAP = AttentionMap(
 )
 
 
-def test_heatmap_draws_exact_zeros_white_and_says_so():
+def test_heatmap_leaves_exact_zeros_blank_and_dots_the_support():
     fig = alignment_figure(SPARSE_MAP)
-    image = fig.axes[0].images[0]
-    data = image.get_array()
-    assert data.mask.tolist() == [[False, False, True], [True, True, False]]
-    assert image.get_cmap().get_bad().tolist() == [1.0, 1.0, 1.0, 1.0]
-    label = fig.axes[1].get_ylabel()
-    assert "white: exactly 0, 50% of cells" in label
-    dense = AttentionMap(["a", "</s>"], ["x"], np.array([[0.3, 0.7]]))
-    assert alignment_figure(dense).axes[1].get_ylabel() == "attention weight"
+    ax = fig.axes[0]
+    rgb = ax.images[0].get_array()
+    white = [255, 255, 255]
+    assert [[c.tolist() == white for c in row] for row in rgb] == [
+        [False, False, True],
+        [True, True, False],
+    ]
+    (dots,) = ax.collections  # one dot per weight above 0: (column, row)
+    assert dots.get_offsets().tolist() == [[0, 0], [1, 0], [2, 1]]
+    assert "blank: exactly 0 (50% of cells)" in fig.get_supxlabel()
+    dense = alignment_figure(AttentionMap(["a", "</s>"], ["x"], np.array([[0.3, 0.7]])))
+    assert not dense.axes[0].collections
+    assert dense.get_supxlabel() == CAVEAT
 
 
 def test_terminal_and_viewer_mark_exact_zeros():
     text = alignment_terminal(SPARSE_MAP.weights, ["a", "b", "</s>"], ["x", "</s>"])
     rows = text.splitlines()
-    assert rows[2].count("·") == 1 and rows[3].count("·") == 2
-    assert "· exactly 0" in rows[-1]
-    # the page keeps the exact zeros that attention.js hatches (the browser test)
+    assert rows[2].count("·") == 2 and rows[3].count("·") == 1  # the support
+    assert "· above 0, blank exactly 0" in rows[-1]
+    # the page keeps the exact zeros, so attention.js dots the same support
     (record,) = page_records(alignment_html([SPARSE_MAP]))
     assert record["weights"] == [[0.6, 0.4, 0.0], [0.0, 0.0, 1.0]]

@@ -235,12 +235,16 @@ def test_viewer_renders_hovers_switches_heads_and_saves_a_screenshot(browser, tm
     title = "document.querySelector('#sentence-1 h2').textContent"
     assert dt.evaluate(title) == "multi-head <&>"  # escaped, shown as written
 
-    # Gold links outline their cells; exact zeros are hatched and counted.
+    # Gold links outline their cells; the support of a sparse map is dotted.
     assert dt.evaluate("document.querySelectorAll('#sentence-0 td.sure').length") == 3
-    zeros = "document.querySelectorAll('#sentence-2 .heat td.zero').length"
-    assert dt.evaluate(zeros) == 12
+    support = "document.querySelectorAll('#sentence-2 .heat td.support').length"
+    assert dt.evaluate(support) == 4
+    assert (
+        dt.evaluate("document.querySelectorAll('#sentence-0 td.support').length") == 0
+    )
     text = dt.evaluate("document.getElementById('sentence-2').innerText")
     assert "75% of the weights are exactly 0" in text
+    assert "above 0, blank exactly 0" in text  # the dot, named in the legend
 
     # Hovering a target piece lights its sources by weight.
     _hover(dt, "#sentence-0 .heat th.tgt[data-row='1']")
@@ -275,4 +279,63 @@ def test_viewer_renders_hovers_switches_heads_and_saves_a_screenshot(browser, tm
     png.write_bytes(base64.b64decode(shot["data"]))
     assert png.stat().st_size > 10_000
     dt.send("Runtime.evaluate", expression="1")  # drain late events
+    assert dt.errors() == [], dt.errors()
+
+
+def cell_colors(dt: DevTools, selector: str) -> np.ndarray:
+    """The computed background colour of each cell of a heatmap, ``(T, S, 3)``."""
+    css = dt.evaluate(
+        f"Array.from(document.querySelectorAll({json.dumps(selector + ' tr')}))"
+        ".slice(1).map(function(tr){return Array.from(tr.querySelectorAll('td'))"
+        ".map(function(td){return getComputedStyle(td).backgroundColor;});})"
+    )
+    return np.array(
+        [[[int(x) for x in re.findall(r"\d+", c)[:3]] for c in row] for row in css]
+    )
+
+
+def test_viewer_draws_the_pngs_colours_and_switches_the_scale(browser, tmp_path):
+    from seq2seq.alignment import scale
+    from seq2seq.alignment.render import plot_alignment
+    from tests.test_colour_scale import SATURATED, png_cells
+
+    src, tgt = SRC, TGT[1:]
+    sparse = np.array([[1e-5, 1 - 1e-5, 0, 0], [0, 0.3, 0.7, 0], [0, 0, 0, 1.0]])
+    items = [AttentionMap(src, tgt, SATURATED), AttentionMap(src, tgt, sparse)]
+    path = tmp_path / "colours.html"
+    path.write_text(alignment_html(items), encoding="utf-8")
+    dt = browser
+    dt.send("Runtime.enable")
+    dt.send("Page.navigate", url=path.as_uri())
+    dt.wait_for("document.body && document.body.getAttribute('data-ready') === '1'")
+
+    page = cell_colors(dt, "#sentence-0 .heat")
+    assert page[0, 0].tolist() == [255, 255, 255]  # 1e-5: the background
+    assert page[0, 1].tolist() == scale.colors()[-1].tolist()  # ≈ 1: the darkest
+    png, _ = png_cells(plot_alignment(SATURATED, src, tgt), *SATURATED.shape)
+    np.testing.assert_array_equal(page, png)  # the same matrix, the same colours
+
+    # the sparse map: its support dotted, its exact zeros plain white
+    images = dt.evaluate(
+        "Array.from(document.querySelectorAll('#sentence-1 .heat td'))"
+        ".map(function(td){return getComputedStyle(td).backgroundImage;})"
+    )
+    dotted = [i.startswith("radial-gradient") for i in images]
+    assert dotted == (sparse > 0).ravel().tolist()
+    np.testing.assert_array_equal(
+        cell_colors(dt, "#sentence-1 .heat"), scale.rgb(sparse)
+    )
+
+    # the switch: the log scale, the colour bar says so, the PNG's log colours
+    dt.evaluate(
+        "(function(){var s=document.querySelector('#sentence-0 select.scale');"
+        "s.value='log';s.dispatchEvent(new Event('change'));})()"
+    )
+    logged = cell_colors(dt, "#sentence-0 .heat")
+    png, _ = png_cells(plot_alignment(SATURATED, src, tgt, scale="log"), 3, 4)
+    np.testing.assert_array_equal(logged, png)
+    assert logged[0, 0].tolist() != [255, 255, 255]  # 1e-5 now shows
+    legend = dt.evaluate("document.querySelector('#sentence-0 .legend').innerText")
+    assert "log scale" in legend and "1e-4" in legend
+    dt.send("Runtime.evaluate", expression="1")
     assert dt.errors() == [], dt.errors()

@@ -6,16 +6,17 @@ import pytest
 import torch
 from PIL import Image
 
+from seq2seq.alignment import scale
 from seq2seq.alignment.links import to_pharaoh
 from seq2seq.alignment.maps import CAVEAT as ATTENTION_CAVEAT
 from seq2seq.alignment.maps import AttentionMap
 from seq2seq.alignment.render import (
-    alignment_terminal,
     figure_to_array,
     figure_to_png,
     plot_alignment,
     plot_heads,
 )
+from seq2seq.alignment.terminal import alignment_terminal
 from seq2seq.alignment.viewer import alignment_html
 from seq2seq.alignment.words import merge_subwords
 from tests.helpers import page_records
@@ -38,9 +39,8 @@ def test_plot_alignment_labels_colorbar_png():
     ax, cbar = fig.axes  # heatmap and colorbar
     assert labels(ax.get_xticklabels()) == SRC
     assert labels(ax.get_yticklabels()) == TGT
-    image = ax.get_images()[0]
-    assert image.get_clim() == (0.0, 1.0)
-    assert cbar.get_ylabel() == "attention weight"
+    assert [t.get_text() for t in cbar.get_yticklabels()][::4] == ["0", "1"]
+    assert cbar.get_ylabel() == "attention weight, linear scale"
     png = figure_to_png(fig)
     assert png.startswith(b"\x89PNG")
     with Image.open(io.BytesIO(png)) as img:
@@ -71,7 +71,8 @@ def test_plot_heads_one_panel_per_head_plus_mean():
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == ["head 1", "head 2", "head 3", "mean"]
     mean_ax = fig.axes[3]
-    np.testing.assert_allclose(mean_ax.get_images()[0].get_array(), heads.mean(0))
+    drawn = mean_ax.get_images()[0].get_array()  # the scale's colours of the mean
+    np.testing.assert_array_equal(drawn, scale.rgb(heads.mean(0)))
     assert labels(mean_ax.get_xticklabels()) == SRC
     assert len(figure_to_png(fig)) > 1000
 
@@ -109,8 +110,8 @@ def test_terminal_contains_tokens_and_caveat():
     for token in SRC + TGT:
         assert token in plain
     assert "\x1b[" not in plain and "█" in plain and ATTENTION_CAVEAT in plain
-    colored = alignment_terminal(w, SRC, TGT)
-    assert "\x1b[38;5;" in colored
+    colored = alignment_terminal(w, SRC, TGT, truecolor=False)
+    assert "\x1b[48;5;" in colored
     assert len(plain.splitlines()) == len(TGT) + 3
 
 
@@ -128,7 +129,7 @@ def test_html_is_self_contained_with_tokens_and_hover_values():
     assert page.startswith("<!DOCTYPE html>") and "<script>" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page)
     assert "http://" not in page and "https://" not in page
-    assert "AttentionView.page()" in page and ATTENTION_CAVEAT in page
+    assert 'AttentionView.page("linear")' in page and ATTENTION_CAVEAT in page
     assert "<one>" not in page  # the data cannot end its script element early
     one, two = page_records(page)  # what attention.js draws (the browser test)
     assert one["title"] == "<one>" and "heads" not in one

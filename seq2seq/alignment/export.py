@@ -20,6 +20,7 @@ from seq2seq.alignment.words import (
     merge_subwords,
     word_alignment_from_attention,
 )
+from seq2seq.config import WeightScale
 from seq2seq.disk import atomic_file, make_folder, write_atomic
 
 ELSEWHERE = "write elsewhere (output=PATH, or hydra.run.dir=DIR)"
@@ -58,12 +59,16 @@ def json_text(items: Sequence[AttentionMap]) -> str:
 
 
 def write_png(
-    items: Sequence[AttentionMap], folder: Path, prefix: str = "alignment"
+    items: Sequence[AttentionMap],
+    folder: Path,
+    prefix: str = "alignment",
+    scale: WeightScale | str = "linear",
 ) -> Path:
-    """``<prefix>_<i>.png``: one heatmap per map, each written whole or not at all."""
+    """``<prefix>_<i>.png``: one heatmap per map on the colour ``scale``, each
+    written whole or not at all."""
     make_folder(folder, "pictures", ELSEWHERE)
     for i, att in enumerate(items):
-        png = figure_to_png(alignment_figure(att))
+        png = figure_to_png(alignment_figure(att, scale=scale))
         write_atomic(folder / f"{prefix}_{i}.png", png, "a picture", ELSEWHERE)
     return folder
 

@@ -134,7 +134,7 @@ def run_align(
     with ``reverse``, the two directions' symmetrized word links)."""
     from seq2seq.alignment import export
     from seq2seq.alignment.maps import CAVEAT
-    from seq2seq.alignment.render import alignment_terminal
+    from seq2seq.alignment.terminal import alignment_terminal
     from seq2seq.alignment.viewer import alignment_html
     from seq2seq.alignment.words import merged
 
@@ -148,7 +148,8 @@ def run_align(
         items = [merged(a) for a in items]  # words=true regroups the pieces itself
     if fmt == AlignFormat.html:  # the page holds every view and switches itself
         say_spearman(items)
-        return emit(cfg, out_dir, "alignments.html", alignment_html(items))
+        page = alignment_html(items, scale=cfg.scale)
+        return emit(cfg, out_dir, "alignments.html", page)
     items = [view_of(cfg, att) for att in items]
     say_spearman(items)
     if fmt == AlignFormat.pharaoh:
@@ -159,18 +160,19 @@ def run_align(
     if fmt == AlignFormat.terminal:
         for att in items:
             print(att.title)
-            print(alignment_terminal(att.weights, att.src_tokens, att.tgt_tokens))
+            tokens = (att.src_tokens, att.tgt_tokens)
+            print(alignment_terminal(att.weights, *tokens, scale=cfg.scale))
             if att.attribution is not None:
                 print(f"attribution ({att.attribution_method}):")
-                print(
-                    alignment_terminal(att.attribution, att.src_tokens, att.tgt_tokens)
-                )
+                print(alignment_terminal(att.attribution, *tokens, scale=cfg.scale))
         return None
     if fmt == AlignFormat.json:
         return emit(cfg, out_dir, "alignments.json", export.json_text(items))
     folder = Path(cfg.output) if cfg.output else out_dir / "alignments"
-    write = export.write_png if fmt == AlignFormat.png else export.write_npy
-    write(items, folder)
+    if fmt == AlignFormat.png:
+        export.write_png(items, folder, scale=cfg.scale)
+    else:
+        export.write_npy(items, folder)
     print(f"wrote {len(items)} {fmt} file(s) to {folder}")
     return folder
 

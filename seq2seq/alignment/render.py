@@ -1,9 +1,11 @@
-"""Seeing attention: heatmap figures (PNG, TensorBoard) and the terminal view.
+"""Seeing attention: heatmap figures (PNG, TensorBoard).
 
-The HTML page is ``viewer.py``'s. Pure functions. Figures are built with matplotlib's
-object API (``Figure`` and the Agg canvas), so nothing touches pyplot's global state;
-the caller saves or logs them.
+The terminal view is ``terminal.py``'s, the HTML page ``viewer.py``'s. Pure
+functions. Figures are built with matplotlib's object API (``Figure`` and the Agg
+canvas), so nothing touches pyplot's global state; the caller saves or logs them.
 Weights are ``(T, S)``: one row per target token, one column per source token.
+Every picture uses ``scale.py``'s colour scale (0 white, the background; 1 the darkest
+blue), on the ``WeightScale`` asked for, and marks a sparse map's support with dots.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import matplotlib
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cm import ScalarMappable
+from matplotlib.collections import EllipseCollection
+from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.figure import Figure
 
+from seq2seq.alignment import scale as colour
 from seq2seq.alignment.maps import (
     CAVEAT,
     AttentionMap,
@@ -26,8 +32,9 @@ from seq2seq.alignment.maps import (
     as_numpy,
     zero_share,
 )
+from seq2seq.config import WeightScale
 
-_SHADES = " ░▒▓█"
+_DOT = 0.16  # the support's dot: its diameter in cells (2% of a cell's area)
 
 
 def _font_size(n: int) -> float:
@@ -35,18 +42,34 @@ def _font_size(n: int) -> float:
     return float(np.clip(12.0 - 0.12 * n, 5.0, 11.0))
 
 
-_ZERO_COLOR = "white"  # exact zeros (sparse attention): outside viridis' range
-
-
 def _draw(
-    ax: Any, w: np.ndarray, src: Sequence[str], tgt: Sequence[str], y_labels=True
+    ax: Any,
+    w: np.ndarray,
+    src: Sequence[str],
+    tgt: Sequence[str],
+    y_labels=True,
+    scale: WeightScale | str = "linear",
 ):
-    """One heatmap; weights that are exactly 0 are drawn white, so the support of a
-    sparse attention (``attention.normalizer``) stands out from small weights."""
-    cmap = matplotlib.colormaps["viridis"].with_extremes(bad=_ZERO_COLOR)
+    """One heatmap: each cell the scale's colour of its weight (drawn as RGB, so the
+    PNG holds the table's colours exactly, as the page does), and a dot in every
+    cell above 0 when some are exactly 0 (a sparse attention's support)."""
     image = ax.imshow(
-        np.ma.masked_equal(w, 0.0), vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto"
+        colour.rgb(w, scale).astype(np.uint8), aspect="auto", interpolation="nearest"
     )
+    cells = colour.support(w)
+    if cells is not None and cells.any():
+        rows, cols = np.nonzero(cells)
+        dots = EllipseCollection(
+            _DOT,
+            _DOT,
+            0.0,
+            units="xy",
+            offsets=np.column_stack([cols, rows]),
+            offset_transform=ax.transData,
+            facecolors=colour.mark_colors(w[rows, cols], scale),
+            linewidths=0,
+        )
+        ax.add_collection(dots)
     ax.set_xticks(
         range(len(src)),
         labels=list(src),
@@ -64,16 +87,29 @@ def _draw(
     return image
 
 
+def _colorbar(fig: Figure, axes: Any, fraction: float, label: str, scale) -> Any:
+    """The colour bar of ``scale``: the table's stops, ticks at weights."""
+    cmap = ListedColormap(colour.colors() / 255.0)
+    bar = fig.colorbar(
+        ScalarMappable(Normalize(0.0, 1.0), cmap), ax=axes, fraction=fraction
+    )
+    positions, labels = colour.ticks(scale)
+    bar.set_ticks(positions, labels=labels)
+    bar.set_label(label)
+    return bar
+
+
 def plot_alignment(
     weights: Any,
     src_tokens: Sequence[str],
     tgt_tokens: Sequence[str],
     title: str | None = None,
+    scale: WeightScale | str = "linear",
 ) -> Figure:
     """Heatmap of ``weights (T, S)``: source tokens on top, target tokens on the left.
 
-    The figure grows with the sentence lengths, labels shrink, the colour scale is fixed
-    to [0, 1] with a colorbar, and :data:`CAVEAT` is written underneath.
+    The figure grows with the sentence lengths, labels shrink, the colour bar names
+    the ``scale`` (0 to 1 in weight), and :data:`CAVEAT` is written underneath.
     """
     w = as_matrix(weights, len(src_tokens), len(tgt_tokens))
     width = float(np.clip(2.5 + 0.32 * len(src_tokens), 5.0, 30.0))
@@ -81,28 +117,34 @@ def plot_alignment(
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    image = _draw(ax, w, src_tokens, tgt_tokens)
-    fig.colorbar(image, ax=ax, fraction=0.05, label=_weight_label(w))
+    _draw(ax, w, src_tokens, tgt_tokens, scale=scale)
     if title:
         ax.set_title(title, parse_math=False)
-    fig.supxlabel(CAVEAT, fontsize=7, color="0.35")
-    return fig
+    return _caption(fig, ax, _weight_label(scale), None, scale, [w])
 
 
-def _weight_label(*matrices: np.ndarray) -> str:
-    """The colorbar's label; it names the white cells when some weights are 0."""
+def _weight_label(scale: WeightScale | str) -> str:
+    """The colour bar's label: what is drawn, on which scale."""
+    return f"attention weight, {colour.label(scale)}"
+
+
+def _legend(*matrices: np.ndarray) -> str:
+    """The words under the picture: the caveat, after what the dot means when some
+    weights are exactly 0 (``●`` in the dot's grey, the text's colour)."""
     zeros = zero_share(matrices)
     if zeros == 0:
-        return "attention weight"
-    return f"attention weight (white: exactly 0, {100 * zeros:.0f}% of cells)"
+        return CAVEAT
+    share = f"{100 * zeros:.0f}% of cells"
+    return f"● dot: weight above 0; blank: exactly 0 ({share})\n{CAVEAT}"
 
 
-def _caption(fig: Figure, image: Any, axes: Any, label: str, title: str | None):
-    """A panel figure's shared colorbar, its title and the caveat underneath."""
-    fig.colorbar(image, ax=axes, fraction=0.03, label=label)
+def _caption(fig: Figure, axes: Any, label: str, title: str | None, scale, panels):
+    """A figure's colour bar, title, and the legend and caveat underneath."""
+    _colorbar(fig, axes, 0.05 if isinstance(axes, Axes) else 0.03, label, scale)
     if title:
         fig.suptitle(title, parse_math=False)
-    fig.supxlabel(CAVEAT, fontsize=7, color="0.35")
+    mark = colour.table()["mark"]["light"]
+    fig.supxlabel(_legend(*panels), fontsize=7.5, color=mark, linespacing=1.6)
     return fig
 
 
@@ -111,6 +153,7 @@ def plot_heads(
     src_tokens: Sequence[str],
     tgt_tokens: Sequence[str],
     title: str | None = None,
+    scale: WeightScale | str = "linear",
 ) -> Figure:
     """One panel per head of ``head_weights (heads, T, S)``, plus their mean."""
     hw = np.asarray(as_numpy(head_weights), dtype=np.float64)
@@ -128,14 +171,15 @@ def plot_heads(
     )
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, cols, squeeze=False)
-    image = None
     for k, ax in enumerate(axes.flat):
         if k >= len(panels):
             ax.set_axis_off()
             continue
-        image = _draw(ax, panels[k], src_tokens, tgt_tokens, y_labels=k % cols == 0)
+        y_labels = k % cols == 0
+        _draw(ax, panels[k], src_tokens, tgt_tokens, y_labels, scale)
         ax.set_title(names[k], fontsize=9)
-    return _caption(fig, image, axes, _weight_label(*panels[:-1]), title)
+    label = _weight_label(scale)
+    return _caption(fig, axes, label, title, scale, panels[:-1])
 
 
 def plot_comparison(
@@ -145,12 +189,13 @@ def plot_comparison(
     tgt_tokens: Sequence[str],
     title: str | None = None,
     method: str = "gradient × input",
+    scale: WeightScale | str = "linear",
 ) -> Figure:
     """Attention ``(T, S)`` beside an attribution ``(T, S)`` (gradient × input, or a
     self-attention head's attention attribution: ``method``).
 
-    Both panels share the [0, 1] colour scale (each attribution row sums to 1, like
-    an attention row); where they differ, the weights and the model's sensitivity
+    Both panels share the colour scale (each attribution row sums to 1, like an
+    attention row); where they differ, the weights and the model's sensitivity
     disagree.
     """
     panels = [
@@ -165,28 +210,27 @@ def plot_comparison(
     fig = Figure(figsize=(2 * cell_w + 1.0, height), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 2, squeeze=False)[0]
-    image = None
     for k, (ax, (name, w)) in enumerate(zip(axes, panels, strict=True)):
-        image = _draw(ax, w, src_tokens, tgt_tokens, y_labels=k == 0)
+        _draw(ax, w, src_tokens, tgt_tokens, k == 0, scale)
         ax.set_title(name, fontsize=9)
-    return _caption(fig, image, axes, "weight / share", title)
+    label = f"weight / share, {colour.label(scale)}"
+    return _caption(fig, axes, label, title, scale, [w for _, w in panels])
 
 
-def alignment_figure(att: AttentionMap, title: str | None = None) -> Figure:
+def alignment_figure(
+    att: AttentionMap, title: str | None = None, scale: WeightScale | str = "linear"
+) -> Figure:
     """Heatmap(s) of one map: per head, or beside its attribution when it has one."""
     title = title or att.title or None
+    src, tgt = att.src_tokens, att.tgt_tokens
     if att.attribution is not None:
+        method = att.attribution_method
         return plot_comparison(
-            att.weights,
-            att.attribution,
-            att.src_tokens,
-            att.tgt_tokens,
-            title=title,
-            method=att.attribution_method,
+            att.weights, att.attribution, src, tgt, title, method, scale
         )
     if att.heads is not None:
-        return plot_heads(att.heads, att.src_tokens, att.tgt_tokens, title=title)
-    return plot_alignment(att.weights, att.src_tokens, att.tgt_tokens, title=title)
+        return plot_heads(att.heads, src, tgt, title=title, scale=scale)
+    return plot_alignment(att.weights, src, tgt, title=title, scale=scale)
 
 
 def figure_to_png(fig: Figure, dpi: int = 100) -> bytes:
@@ -209,40 +253,3 @@ def close_figure(fig: Figure) -> None:
     if pyplot is not None:
         pyplot.close(fig)
     fig.clear()
-
-
-def alignment_terminal(
-    weights: Any,
-    src_tokens: Sequence[str],
-    tgt_tokens: Sequence[str],
-    color: bool = True,
-) -> str:
-    """Text heatmap: numbered source columns, one row per target token.
-
-    Cells are shade blocks (`` ░▒▓█``), or ANSI 256-colour greys when ``color``, and
-    ``·`` where a weight is exactly 0; each row ends with the source token it attends
-    to most.
-    """
-    w = as_matrix(weights, len(src_tokens), len(tgt_tokens))
-    label_w = max((len(t) for t in tgt_tokens), default=1)
-    lines = [" ".join(f"{k}:{tok}" for k, tok in enumerate(src_tokens))]
-    lines.append(
-        " " * (label_w + 1) + "".join(f"{k % 100:<3d}" for k in range(w.shape[1]))
-    )
-    for tok, row in zip(tgt_tokens, w, strict=True):
-        cells = "".join(_cell(v, color) for v in row)
-        best = src_tokens[int(np.argmax(row))] if row.size else ""
-        lines.append(f"{tok:>{label_w}} {cells} {best}")
-    scale = "".join(_cell(v, color) for v in (0.1, 0.3, 0.5, 0.7, 0.9))
-    zeros = " · exactly 0 |" if (w == 0).any() else ""
-    lines.append(f"scale 0 {scale} 1 |{zeros} {CAVEAT}")
-    return "\n".join(lines)
-
-
-def _cell(value: float, color: bool) -> str:
-    if value == 0:  # exactly 0 (padding, or sparse attention's unused positions)
-        return " · "
-    value = float(np.clip(value, 0.0, 1.0))
-    if color:
-        return f"\x1b[38;5;{232 + round(value * 23)}m██\x1b[0m "
-    return _SHADES[min(int(value * len(_SHADES)), len(_SHADES) - 1)] * 2 + " "

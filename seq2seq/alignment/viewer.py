@@ -21,13 +21,18 @@ from typing import Any
 
 import numpy as np
 
+from seq2seq.alignment import scale as colour
 from seq2seq.alignment.links import parse_pharaoh
 from seq2seq.alignment.maps import CAVEAT, AttentionMap, as_matrix
 from seq2seq.alignment.words import word_groups
+from seq2seq.config import WeightScale
 
 # The drawing code, shipped as package data (``static/``); seq2seq-serve serves it.
-ASSETS = ("attention.css", "attention.js")
-DIGITS = 6  # weights in the page's data: hover shows 3 decimals
+# scale.js is made from static/scale.json, the colour scale the PNGs use too.
+ASSETS = ("attention.css", "scale.js", "attention.js")
+# significant digits of the weights in the page's data (hover shows 3 decimals): a
+# weight above 0 stays above 0, so the page marks the same support as the PNG
+DIGITS = 6
 
 
 def gold_cells(
@@ -62,6 +67,8 @@ def asset(name: str) -> str:
     """The text of one of the drawing code's files (``ASSETS``)."""
     if name not in ASSETS:
         raise ValueError(f"no asset {name!r}; the assets: {', '.join(ASSETS)}")
+    if name == "scale.js":
+        return colour.script()
     return (
         resources.files("seq2seq.alignment")
         .joinpath("static", name)
@@ -70,7 +77,10 @@ def asset(name: str) -> str:
 
 
 def _rounded(value: Any) -> Any:
-    return np.round(np.asarray(value, dtype=np.float64), DIGITS).tolist()
+    """``value`` to ``DIGITS`` significant digits (their shortest JSON), as lists."""
+    w = np.asarray(value, dtype=np.float64)
+    digits = [float(f"{v:.{DIGITS}g}") for v in w.ravel().tolist()]
+    return np.array(digits).reshape(w.shape).tolist()
 
 
 def view_record(item: AttentionMap) -> dict[str, Any]:
@@ -119,7 +129,9 @@ def script_json(value: Any) -> str:
 
 
 def alignment_html(
-    items: Sequence[AttentionMap], title: str = "Attention alignments"
+    items: Sequence[AttentionMap],
+    title: str = "Attention alignments",
+    scale: WeightScale | str = "linear",
 ) -> str:
     """One self-contained HTML page (inline CSS, JS and data; no network).
 
@@ -128,7 +140,8 @@ def alignment_html(
     mean), its gold links overlaid, its attribution beside it with the Spearman
     correlation, its encoder self-attention (layer and head selectors), under its
     title. Hovering a cell or a line shows ``source → target: weight`` in ``#tip``;
-    hovering a target piece lights its source pieces.
+    hovering a target piece lights its source pieces. ``scale`` is the colour
+    scale the page opens with; its switch changes it.
     """
     data = script_json([view_record(item) for item in items])
     return (
@@ -137,10 +150,12 @@ def alignment_html(
         f"<style>{asset('attention.css')}</style></head><body>"
         f"<h1>{html.escape(title)}</h1>"
         f'<p class="caveat">{html.escape(CAVEAT)} Rows are target tokens, columns '
-        "source tokens; darker is more weight. In the two-row view, thicker and "
-        "darker lines carry more weight.</p>\n"
+        "source tokens; darker is more weight, white none. In the two-row view, "
+        "thicker and darker lines carry more weight.</p>\n"
         '<div id="maps"></div><div id="tip"></div>'
         f'<script type="application/json" id="data">{data}</script>'
+        f"<script>{asset('scale.js')}</script>"
         f"<script>{asset('attention.js')}</script>"
-        "<script>AttentionView.page();</script></body></html>\n"
+        f"<script>AttentionView.page({script_json(WeightScale(scale).value)});"
+        "</script></body></html>\n"
     )

@@ -23,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from seq2seq.alignment.viewer import asset
+from seq2seq.alignment.viewer import ASSETS, asset
 from seq2seq.config import ServeConfig, fields_of
 from seq2seq.serve.batcher import Batcher, Busy, TimedOut
 from seq2seq.serve.engine import CheckedRequest, Engine, RequestError
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 # The page's files: a name, not a path, so no request can name a file.
 PAGE_FILES = {
+    "scale.js": "application/javascript",
     "attention.js": "application/javascript",
     "attention.css": "text/css",
     "serve.js": "application/javascript",
@@ -70,7 +71,7 @@ class Serving:
 
 
 def _file(name: str) -> str:
-    if name.startswith("attention."):
+    if name in ASSETS:  # the viewer's drawing code and colour scale
         return asset(name)
     return resources.files("seq2seq.serve").joinpath("static", name).read_text("utf-8")
 

@@ -10,11 +10,25 @@
 
    AttentionView.render(container, record, k) draws one section #sentence-k: the
    heatmap (a selector for each head and their mean), the attribution beside it, the
-   two-row view, the self-attention heatmap with its layer and head selectors.
+   two-row view, the self-attention heatmap with its layer and head selectors, and
+   the colour bar with the scale's switch (linear, power, log).
    Hovering a cell or a line shows "source → target: weight" in #tip; hovering a
-   target piece lights its source pieces by weight. */
+   target piece lights its source pieces by weight.
+
+   Colours come from scale.js (window.AttentionScale, made from alignment/static/
+   scale.json), which must load first: the PNGs' table, so a weight has one colour
+   everywhere. 0 is white (the background); where a matrix has exact zeros, a dot
+   marks its cells above 0 (the support). */
 (function (root) {
   'use strict';
+
+  var SCALE = root.AttentionScale;
+  if (!SCALE) throw new Error('attention.js: load scale.js first (window.AttentionScale)');
+  var state = {scale: 'linear'};  // the scale a section opens with: the last one chosen
+  var rootStyle = root.document.documentElement.style;
+  rootStyle.setProperty('--ink', SCALE.colors[SCALE.colors.length - 1]);
+  rootStyle.setProperty('--mark-light', SCALE.mark.light);
+  rootStyle.setProperty('--mark-dark', SCALE.mark.dark);
 
   function esc(s) {
     return String(s).replace(/[&<>"]/g, function (c) {
@@ -24,32 +38,61 @@
   function at(n, v) { return ' ' + n + '="' + esc(v) + '"'; }
   function shown(v) { return v === 0 ? 'exactly 0' : v.toFixed(3); }
 
-  /* White (0) to dark blue (1), as alignment/render.py's colour map. */
-  function color(v) {
+  /* Where weight v sits on the scale `kind`, in [0, 1]: alignment/scale.py's
+     position, the same formula. */
+  function position(v, kind) {
+    var spec = SCALE.scales[kind || 'linear'];
     v = Math.min(1, Math.max(0, v));
-    return '#' + [8, 48, 107].map(function (c) {
-      var x = Math.round(255 + (c - 255) * v).toString(16);
-      return x.length < 2 ? '0' + x : x;
-    }).join('');
+    if (spec.gamma) return Math.pow(v, spec.gamma);
+    if (spec.floor) return Math.min(1, Math.log10(Math.max(v, spec.floor) / spec.floor) / -Math.log10(spec.floor));
+    return v;
+  }
+  function stop(v, kind) {
+    var n = SCALE.colors.length;
+    return Math.min(n - 1, Math.floor(position(v, kind) * n));
+  }
+  /* The colour of weight v: white (0) to dark blue (1), as the PNGs draw it. */
+  function color(v, kind) { return SCALE.colors[stop(v, kind)]; }
+
+  function hasZero(m) {
+    return m.some(function (row) { return row.some(function (v) { return v === 0; }); });
   }
 
   /* A heatmap: rows (with their labels) by columns; opts.tip(col, row, shown) the
-     hover text of a cell, opts.marks {"i,j": "sure" | "possible"}. */
+     hover text of a cell, opts.marks {"i,j": "sure" | "possible"}, opts.scale the
+     colour scale. Where m has exact zeros, its cells above 0 get a dot (support). */
   function table(m, cols, rows, opts) {
+    var kind = opts.scale || state.scale, dots = hasZero(m);
     var h = '<table class="att"><tr><th></th>';
     cols.forEach(function (c, i) { h += '<th class="src"' + at('data-col', i) + '>' + esc(c) + '</th>'; });
     h += '</tr>';
     rows.forEach(function (r, j) {
       h += '<tr><th class="tgt"' + at('data-row', j) + '>' + esc(r) + '</th>';
       cols.forEach(function (c, i) {
-        var v = m[j][i], mark = (opts.marks || {})[i + ',' + j];
-        var cls = 'cell' + (mark ? ' ' + mark : '') + (v === 0 ? ' zero' : '');
-        h += '<td' + at('class', cls) + at('style', 'background:' + color(v)) +
+        var v = m[j][i], mark = (opts.marks || {})[i + ',' + j], k = stop(v, kind);
+        var cls = 'cell' + (mark ? ' ' + mark : '') + (dots && v > 0 ? ' support' : '') +
+          (k >= SCALE.mark.dark_from ? ' dark' : '');
+        h += '<td' + at('class', cls) + at('style', 'background-color:' + SCALE.colors[k]) +
           at('data-tip', opts.tip(i, j, shown(v))) + '></td>';
       });
       h += '</tr>';
     });
     return h + '</table>';
+  }
+
+  /* The colour bar: the scale's stops, its ticks (weights), its name, the dot. */
+  function legend(kind, zeros) {
+    var spec = SCALE.scales[kind], n = 64, h = '<div class="legend"><div><div class="bar">';
+    for (var k = 0; k < n; k++) {
+      h += '<i style="background-color:' + SCALE.colors[Math.floor((k + 0.5) * SCALE.colors.length / n)] + '"></i>';
+    }
+    h += '</div><div class="ticks">';
+    spec.ticks.forEach(function (t) {  // [weight, its label]
+      h += '<span' + at('style', 'left:' + (100 * position(t[0], kind)).toFixed(2) + '%') + '>' + esc(t[1]) + '</span>';
+    });
+    h += '</div></div><span class="note">attention weight, ' + esc(spec.label);
+    if (zeros > 0) h += '; <span class="dot"></span> above 0, blank exactly 0';
+    return h + '</span></div>';
   }
 
   /* The two-row view: source pieces above, target pieces below, a line per weight
@@ -132,19 +175,19 @@
 
   function skeleton(rec, k, d, sel) {
     var h = '<h2>' + esc(rec.title || 'Sentence ' + (k + 1)) + '</h2>';
-    if (sel.keys.length > 1) h += '<label>show <select class="head">' + options(sel.keys) + '</select></label>';
+    if (sel.keys.length > 1) h += '<label>show <select class="head">' + options(sel.keys) + '</select></label> ';
+    h += '<label>scale <select class="scale">' + Object.keys(SCALE.scales).map(function (n) {
+      return '<option' + at('value', n) + (n === state.scale ? ' selected' : '') + '>' + esc(n) + '</option>';
+    }).join('') + '</select></label>';
     h += '<div class="views"><div><h3>attention</h3><div class="heat"></div></div>';
     if (rec.attribution) {
-      var attr = table(rec.attribution, d.src, d.tgt, {tip: function (i, j, v) {
-        return d.src[i] + ' \u2192 ' + d.tgt[j] + ': ' + v;
-      }});
-      h += '<div><h3>attribution (gradient \u00d7 input)</h3><div class="attr">' + attr + '</div>';
+      h += '<div><h3>attribution (gradient \u00d7 input)</h3><div class="attr"></div>';
       if (typeof rec.spearman === 'number' && !isNaN(rec.spearman)) {
         h += '<p class="note">Spearman \u03c1(attention, attribution) = ' + rec.spearman.toFixed(3) + '</p>';
       }
       h += '</div>';
     }
-    h += '</div><div class="two-row"></div>';
+    h += '</div><div class="legend-box"></div><div class="two-row"></div>';
     if (rec.self_attention) {
       var layers = rec.self_attention.map(function (_, l) { return 'layer ' + (l + 1); });
       var heads = ['mean'].concat(rec.self_attention[0].map(function (_, x) { return 'head ' + (x + 1); }));
@@ -156,14 +199,14 @@
     var zeros = zeroShare(rec);
     if (zeros > 0) {
       h += '<p class="note">' + Math.round(100 * zeros) + '% of the weights are exactly 0 ' +
-        '(hatched cells, no line): the attention is sparse.</p>';
+        '(blank cells without a dot, no line): the attention is sparse.</p>';
     }
     if (d.gold.length) h += '<p class="note">Gold links: red (outline; dashed line) sure, orange possible.</p>';
     return h;
   }
 
   /* Light the source pieces of target piece j (or none: j < 0) by its weights. */
-  function light(sec, m, j) {
+  function light(sec, m, j, kind) {
     sec.querySelectorAll('.heat th.src, svg.two text.src').forEach(function (el) {
       var i = +el.getAttribute('data-col');
       if (j < 0) {
@@ -174,10 +217,10 @@
       }
       var v = m[j][i];
       el.classList.add('lit');
-      el.classList.toggle('dark', v > 0.5);
+      el.classList.toggle('dark', stop(v, kind) >= SCALE.mark.dark_from);
       el.setAttribute('data-weight', v.toFixed(3));
       if (el.tagName === 'text') el.style.fill = v > 0.1 ? color(0.3 + 0.7 * v) : '';
-      else el.style.background = color(v);
+      else el.style.background = color(v, kind);
     });
   }
 
@@ -188,17 +231,23 @@
     var sec = document.createElement('section');
     sec.id = 'sentence-' + k;
     sec.innerHTML = skeleton(rec, k, d, sel);
-    var current = null;
+    var current = null, kind = state.scale;
+    function cross(i, j, v) { return d.src[i] + ' \u2192 ' + d.tgt[j] + ': ' + v; }
     function show() {
       var s = sec.querySelector('select.head');
       current = sel.mats[s ? s.value : sel.keys[0]];
-      sec.querySelector('.heat').innerHTML = table(current, d.src, d.tgt, {marks: marks, tip: function (i, j, v) {
-        return d.src[i] + ' \u2192 ' + d.tgt[j] + ': ' + v;
-      }});
+      sec.querySelector('.heat').innerHTML = table(current, d.src, d.tgt, {marks: marks, tip: cross, scale: kind});
       sec.querySelectorAll('.heat th.tgt').forEach(function (th) {
         th.setAttribute('data-tip', sourcesTip(d, current, +th.getAttribute('data-row')));
       });
       sec.querySelector('.two-row').innerHTML = two(d, current);
+      showLegend();
+    }
+    function showLegend() {
+      sec.querySelector('.legend-box').innerHTML = legend(kind, sec.querySelector('td.support') ? 1 : 0);
+    }
+    function showAttr() {
+      sec.querySelector('.attr').innerHTML = table(rec.attribution, d.src, d.tgt, {tip: cross, scale: kind});
     }
     function showSelf() {
       var l = sec.querySelector('select.self-layer').selectedIndex;
@@ -206,18 +255,27 @@
       var m = x === 0 ? meanOf(hs) : hs[x - 1];
       sec.querySelector('.self-heat').innerHTML = table(m, d.src, d.src, {tip: function (i, j, v) {
         return d.src[j] + ' reads ' + d.src[i] + ': ' + v;
-      }});
+      }, scale: kind});
+      showLegend();
+    }
+    function rescale() {
+      kind = state.scale = this.value;
+      show();
+      if (rec.attribution) showAttr();
+      if (rec.self_attention) showSelf();
     }
     sec.querySelectorAll('select.head').forEach(function (s) { s.addEventListener('change', show); });
+    sec.querySelector('select.scale').addEventListener('change', rescale);
     sec.querySelectorAll('select.self-layer, select.self-head').forEach(function (s) {
       s.addEventListener('change', showSelf);
     });
     sec.addEventListener('mouseover', function (e) {
       var t = e.target.closest ? e.target.closest('.heat th.tgt, svg.two text.tgt') : null;
-      light(sec, current, t ? +t.getAttribute('data-row') : -1);
+      light(sec, current, t ? +t.getAttribute('data-row') : -1, kind);
     });
-    show();
+    if (rec.attribution) showAttr();
     if (rec.self_attention) showSelf();
+    show();
     container.appendChild(sec);
     return sec;
   }
@@ -239,8 +297,10 @@
     });
   }
 
-  /* The viewer: every record of the page's #data, one section each. */
-  function page() {
+  /* The viewer: every record of the page's #data, one section each, drawn on the
+     colour scale `scale` (a name of SCALE.scales; default linear). */
+  function page(scale) {
+    if (scale) state.scale = scale;
     tooltips();
     var records = JSON.parse(document.getElementById('data').textContent);
     var box = document.getElementById('maps');
@@ -248,5 +308,6 @@
     document.body.setAttribute('data-ready', '1');
   }
 
-  root.AttentionView = {render: render, page: page, tooltips: tooltips, table: table, color: color, esc: esc};
+  root.AttentionView = {render: render, page: page, tooltips: tooltips, table: table, color: color,
+    position: position, esc: esc};
 })(window);
