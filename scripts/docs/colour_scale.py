@@ -2,7 +2,7 @@
 picture (PNG, TensorBoard, terminal, HTML viewer, seq2seq-serve's page).
 
     python scripts/docs/colour_scale.py            # write the table
-    python scripts/docs/colour_scale.py --check    # exit 1: the file differs, a rule fails
+    python scripts/docs/colour_scale.py --check    # exit 1: file differs, a rule fails
     python scripts/docs/colour_scale.py --figure docs/colour_scale/scale.png   # as seen
 
 The path runs in CIELAB from white (L* 100, the page's and the figure's background, so a
@@ -157,7 +157,9 @@ def table() -> dict:
     colors = stops()
     lightness = lab(colors / 255.0)[:, 0]
     return {
-        "about": "seq2seq's attention colour scale; written by scripts/docs/colour_scale.py",
+        "about": (
+            "seq2seq's attention colour scale; written by scripts/docs/colour_scale.py"
+        ),
         "colors": ["#" + "".join(f"{int(x):02x}" for x in c) for c in colors],
         "xterm256": xterm256(colors),
         "scales": SCALES,

@@ -1,8 +1,8 @@
 """The one colour scale of every attention picture: PNG and TensorBoard heatmaps, the
 terminal view, the HTML viewer and seq2seq-serve's page.
 
-Its table, ``static/scale.json`` (made by ``scripts/docs/colour_scale.py``), is read here
-and, as ``scale.js``, by ``static/attention.js``, so Python and the browser draw a
+Its table, ``static/scale.json`` (made by ``scripts/docs/colour_scale.py``), is read
+here and, as ``scale.js``, by ``static/attention.js``, so Python and the browser draw a
 weight in the same colour. Why this scale:
 
 - **0 is the background.** The scale starts at white, the figure's and the page's
