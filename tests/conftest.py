@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,22 @@ from seq2seq.config_checks import check_composed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+# A test whose name says it compares two code paths (``..._equals_...``, ``matches``,
+# ``like_the``, ...) is marked ``paths``: .ci/run reruns them with ATen capped at AVX2,
+# where sums run in another order, so that a comparison that only holds on one
+# instruction set fails in CI, not on a user's CPU.
+PATH_EQUALITY = re.compile(
+    r"equals?_|_equal$|matches|same_as|like_the|identical_passes|one_step_on_two"
+)
+
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked ``gpu`` skip without a CUDA device
-    (``scripts/gpu/gpu_check.sh`` runs them with ``pytest -m gpu`` on one)."""
+    """Tests comparing two code paths get the ``paths`` marker; tests marked ``gpu``
+    skip without a CUDA device (``scripts/gpu/gpu_check.sh`` runs them with
+    ``pytest -m gpu`` on one)."""
+    for item in items:
+        if PATH_EQUALITY.search(item.originalname or item.name):
+            item.add_marker(pytest.mark.paths)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (pytest -m gpu on a GPU)")
