@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from seq2seq.cli.checks import check_reverse
 from seq2seq.config import CONFIG_DIR, DataConfig, ModelConfig, register_configs
-from seq2seq.decoding.translator import decode_settings
+from seq2seq.decoding.settings import decode_settings
 from seq2seq.errors import ConfigValueError, UserError
 from seq2seq.model.seq2seq import build_model
 from tests.conftest import check_command

@@ -148,7 +148,7 @@ def test_refused_pictures_leave_only_complete_files(
 
 @pytest.mark.parametrize("code", CODES, ids=NAMES.get)
 def test_refused_links_leave_no_file(tmp_path, monkeypatch, code):
-    from seq2seq.cli.align import emit
+    from seq2seq.alignment.pipeline import emit
 
     path = tmp_path / "links.txt"
     cfg = OmegaConf.create({"output": str(path)})

@@ -135,7 +135,7 @@ def write(root: Path, rel: str, text: str = "") -> None:
         ("data/corpus.py", "def f():\n    import seq2seq.training.trainer\n", "later"),
         ("training/pipeline.py", "from seq2seq.cli.evaluate import f\n", "command"),
         ("training/pipeline.py", "from seq2seq.cli import evaluate\n", "command"),
-        ("cli/evaluate.py", "from seq2seq.cli.align import collect\n", "command"),
+        ("cli/evaluate.py", "from seq2seq.cli.align import check_align\n", "command"),
         ("alignment/render.py", "from ..training import tracking\n", "later layer"),
         ("errors.py", "from seq2seq.data.corpus import CorpusError\n", "later layer"),
     ],

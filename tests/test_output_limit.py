@@ -11,14 +11,14 @@ from omegaconf import OmegaConf
 from seq2seq.config import DecodeConfig, TrainConfig
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.data.tokenizer import EOS_ID
-from seq2seq.decoding.search import (
+from seq2seq.decoding.search import translate_batch
+from seq2seq.decoding.settings import (
     DEFAULT_MAX_LEN_A,
     DEFAULT_MAX_LEN_B,
+    decode_settings,
     fit_max_len_a,
     max_lengths,
-    translate_batch,
 )
-from seq2seq.decoding.translator import decode_settings
 from seq2seq.errors import ConfigValueError
 from seq2seq.training.pipeline import fit_output_limit
 from tests.test_search import _batch, _model

@@ -20,15 +20,17 @@ from seq2seq.config import (
 )
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seq2seq.decoding.search import (
-    DEFAULT_MAX_LEN_A,
-    DEFAULT_MAX_LEN_B,
     beam_search,
     greedy_search,
     length_penalty,
-    max_lengths,
     translate_batch,
 )
-from seq2seq.decoding.search import decode_settings as _settings
+from seq2seq.decoding.settings import (
+    DEFAULT_MAX_LEN_A,
+    DEFAULT_MAX_LEN_B,
+    max_lengths,
+)
+from seq2seq.decoding.settings import decode_settings as _settings
 from seq2seq.model.seq2seq import build_model
 
 V_SRC = 15

@@ -87,7 +87,8 @@ def test_attention_equals_the_translators(client, translator):
 
 def test_attribution_is_seq2seq_aligns(client, translator):
     """The same gradient × input and Spearman ρ that ``seq2seq-align
-    attribution=true`` computes for the pair (``cli/align.py``'s ``collect``)."""
+    attribution=true`` computes for the pair (``alignment/pipeline.py``'s
+    ``collect``)."""
     text = TEXTS[1]
     rec = client.post("/attention", json={"text": text, "attribution": True}).json()
     split = translator.encode([text])

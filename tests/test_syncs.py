@@ -22,13 +22,8 @@ from torch.testing import assert_close
 
 import seq2seq.decoding.search as search_module
 import seq2seq.decoding.translator as translator_module
-from seq2seq.decoding.search import (
-    beam_search,
-    decode_settings,
-    greedy_search,
-    output_limits,
-    run_step,
-)
+from seq2seq.decoding.search import beam_search, greedy_search, run_step
+from seq2seq.decoding.settings import decode_settings, output_limits
 from seq2seq.training.runtime import StopRequested
 from tests.helpers import build_trainer, tiny_train_config
 from tests.syncs import count_host_syncs, host_tensors

@@ -19,8 +19,8 @@ from seq2seq.decoding import search as search_module
 from seq2seq.decoding import vocab as vocab_module
 from seq2seq.decoding.quantized import Int8Projection
 from seq2seq.decoding.search import beam_search, greedy_search, translate_batch
+from seq2seq.decoding.settings import decode_settings
 from seq2seq.decoding.shortcuts import SearchStep
-from seq2seq.decoding.translator import decode_settings
 from seq2seq.decoding.vocab import rescored_candidates, resolve_vocab_dtype
 from seq2seq.errors import ConfigValueError
 from seq2seq.model.seq2seq import build_model

@@ -35,13 +35,8 @@ from seq2seq.decoding.maps import (
     piece_maps,
 )
 from seq2seq.decoding.prefix import pad_prefixes
-from seq2seq.decoding.search import (
-    Hypothesis,
-    decode_settings,
-    output_limits,
-    run_step,
-    translate_batch,
-)
+from seq2seq.decoding.search import Hypothesis, run_step, translate_batch
+from seq2seq.decoding.settings import decode_settings, output_limits
 from seq2seq.decoding.whatif import forced_passes
 from seq2seq.errors import InputError
 from seq2seq.model.checkpoint import load_checkpoint

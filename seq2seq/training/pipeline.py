@@ -16,7 +16,7 @@ from seq2seq.alignment.extract import attention_maps, forced_split
 from seq2seq.data.prepare import format_stats, prepare_data, resolve_cache_root
 from seq2seq.data.splits import EncodedSplit, write_lines
 from seq2seq.decoding.scores import Scores, score
-from seq2seq.decoding.search import fit_max_len_a
+from seq2seq.decoding.settings import fit_max_len_a
 from seq2seq.decoding.translator import Translator
 from seq2seq.model.checkpoint import CheckpointError, load_checkpoint
 from seq2seq.model.device import select_device

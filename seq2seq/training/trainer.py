@@ -30,7 +30,8 @@ from seq2seq.data.sampling import (
     make_sampled_loader,
     subword_sampling,
 )
-from seq2seq.decoding.translator import Translator, decode_settings
+from seq2seq.decoding.settings import decode_settings
+from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.model.checkpoint import (
     CheckpointError,
