@@ -482,6 +482,9 @@ class TranslateConfig(DecodeOptions):
     input: str | None = None  # a file; stdin when unset
     output: str | None = None  # a file; stdout when unset
     max_input_pieces: int = 250  # longer lines are truncated, with a warning
+    # a file of target prefixes, one per input line (blank: none): each translation
+    # starts with its line's prefix and continues it
+    prefixes: str | None = None
 
 
 @dataclass

@@ -283,3 +283,33 @@ def test_occlusion_maps_lie_over_the_source_pieces(tiny_checkpoint):
         assert occ.shape == att.weights.shape
         assert (occ[:, -1] == 0).all()  # the source EOS is not a word
         assert occ.abs().sum() > 0
+
+
+# ---------------------------------------------------------------- the commands
+def test_translate_command_keeps_a_prefix_per_line(tiny_checkpoint, tmp_path):
+    from omegaconf import OmegaConf
+
+    from seq2seq.cli import translate
+    from seq2seq.config import TranslateConfig
+
+    (tmp_path / "in.txt").write_text("a red car\n\nthe cat sleeps\ntwo green books\n")
+    (tmp_path / "pre.txt").write_text("die rote\n\n\nrote\n")
+    cfg = OmegaConf.structured(
+        TranslateConfig(
+            checkpoint=str(tiny_checkpoint),
+            input=str(tmp_path / "in.txt"),
+            prefixes=str(tmp_path / "pre.txt"),
+            output=str(tmp_path / "out.txt"),
+            device="cpu",
+        )
+    )
+    out = translate.translate_file(cfg)
+    assert out[0].startswith("die rote") and out[3].startswith("rote")
+    tr = Translator.from_checkpoint(tiny_checkpoint, device="cpu")
+    assert out[1] == "" and out[2] == tr.translate(["the cat sleeps"])[0]
+    (tmp_path / "pre.txt").write_text("die rote\n")
+    with pytest.raises(InputError, match="has 1 lines for 4 input lines"):
+        translate.translate_file(cfg)
+    (tmp_path / "pre.txt").write_text("\n\n" + " ".join(["rote"] * 40) + "\n\n")
+    with pytest.raises(InputError, match=r"prefix of line 3 has \d+ pieces, over"):
+        translate.translate_file(cfg)

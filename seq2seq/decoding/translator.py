@@ -208,12 +208,16 @@ class Translator:
         return self.attention_maps(split, knockouts=kos)
 
     def prefix_ids(
-        self, split: EncodedSplit, prefixes: Sequence[str | None] | None
+        self,
+        split: EncodedSplit,
+        prefixes: Sequence[str | None] | None,
+        names: Sequence[str] | None = None,
     ) -> list[list[int]] | None:
         """Each pair's prefix (text or None) as target ids, checked against the
         pair's output limit (else an ``InputError`` naming the pair; a prefix as
         long as the limit is the whole, unfinished, translation); None when no
-        pair has a prefix."""
+        pair has a prefix. ``names``: how the message names each pair (default
+        ``text k``)."""
         if prefixes is None or not any(p and p.strip() for p in prefixes):
             return None
         if len(prefixes) != len(split):
@@ -223,8 +227,9 @@ class Translator:
         limits = output_limits(lengths, self.decode).tolist()
         for k, (prefix, limit) in enumerate(zip(ids, limits, strict=True)):
             if len(prefix) > limit:
+                name = f"text {k}" if names is None else names[k]
                 raise InputError(
-                    f"the prefix of text {k} has {len(prefix)} pieces, over its "
+                    f"the prefix of {name} has {len(prefix)} pieces, over its "
                     f"output limit of {limit} (decode.max_len_a, decode.max_len_b); "
                     "shorten the prefix or raise max_len_b"
                 )
