@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -452,7 +452,16 @@ class DecodeOptions:
     @classmethod
     def of(cls, cfg: Any) -> DecodeOptions:
         """The options of a command's config (any node with these keys)."""
-        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
+        return fields_of(cls, cfg)
+
+
+T = TypeVar("T")
+
+
+def fields_of(cls: type[T], cfg: Any) -> T:
+    """A ``cls`` (a dataclass) of the values of the same names in ``cfg`` (a command's
+    config, say), carried by name: a new field of ``cls`` needs no copying by hand."""
+    return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
 
 
 @dataclass
@@ -489,6 +498,10 @@ class TranslateConfig(DecodeOptions):
 
 @dataclass
 class ServeConfig(DecodeOptions):
+    """``seq2seq-serve``'s settings and the one place of the server's defaults: the
+    server's parts (``serve.engine.Limits``, ``serve.app.Serving``, ``Batcher``,
+    ``BodyGuard``) take theirs from these fields, by name."""
+
     # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
     checkpoint: Any = MISSING
     host: str = "127.0.0.1"  # this machine only; 0.0.0.0 serves every interface

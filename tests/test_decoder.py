@@ -157,6 +157,32 @@ def test_style_defaults_to_the_attention_style():
 
 
 @pytest.mark.parametrize(
+    ("style", "feeding", "rnmt", "cls", "parts"),
+    [
+        ("bahdanau", True, False, "BahdanauDecoder", "attention rnn feature"),
+        ("luong", True, False, "LuongDecoder", "attention rnn feature"),
+        ("luong", False, True, "RNMTDecoder", "attention rnn upper feature"),
+    ],
+)
+def test_each_style_keeps_its_parameters_in_the_checkpoints_order(
+    style, feeding, rnmt, cls, parts
+):
+    """A checkpoint's weights are found by name and its optimizer state by position:
+    each style's class (one module each) registers its parts in the same order,
+    whatever module holds it. RNMT+ is the Luong style with context_to_layers."""
+    cfg = tiny_config("luong_general", style, feeding)
+    cfg.decoder.context_to_layers = rnmt
+    model = _model(cfg)
+    assert type(model.decoder).__name__ == cls
+    assert model.decoder.style == style
+    order = []
+    for name, _ in model.decoder.named_parameters():
+        if name.split(".")[0] not in order:
+            order.append(name.split(".")[0])
+    assert order == ["embedding", *parts.split(), "output"]
+
+
+@pytest.mark.parametrize(
     ("field", "value", "match"),
     [
         ("attention.type", "fancy", "luong_general"),

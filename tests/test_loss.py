@@ -8,10 +8,10 @@ import torch.nn.functional as F
 
 from seq2seq.config import TrainerConfig
 from seq2seq.data.tokenizer import PAD_ID
-from seq2seq.model import decoder as decoder_module
 from seq2seq.model import loss as loss_module
-from seq2seq.model.decoder import OutputLayer
+from seq2seq.model import output_layer as output_layer_module
 from seq2seq.model.loss import linear_token_loss, token_loss
+from seq2seq.model.output_layer import OutputLayer
 
 
 def reference(logits, targets, smoothing):
@@ -196,7 +196,7 @@ def test_the_output_layer_fuses_only_above_its_chunk_size(monkeypatch, chunk_mb)
     calls = []
     real = loss_module.linear_token_loss
     monkeypatch.setattr(
-        decoder_module,
+        output_layer_module,
         "linear_token_loss",
         lambda *a: calls.append(a[-1]) or real(*a),
     )

@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, fields
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from omegaconf import OmegaConf
 
 from seq2seq.alignment.attribution import model_attribution, spearman
 from seq2seq.alignment.export import pharaoh_line
+from seq2seq.config import ServeConfig
 from seq2seq.decoding.maps import forced_split
 from seq2seq.decoding.translator import Translator
 from seq2seq.serve.app import Serving, create_app
+from seq2seq.serve.batcher import Batcher
 from seq2seq.serve.engine import Engine, Limits
+from seq2seq.serve.guard import BodyGuard
 
 TEXTS = ["the small blue chairs", "a red car", "the cat sleeps", "two green books"]
 
@@ -40,6 +45,32 @@ def client(translator):
     test_client, _ = client_for(translator)
     with test_client:
         yield test_client
+
+
+def test_the_servers_defaults_are_serve_configs():
+    """One source for the server's defaults: each part's are ``ServeConfig``'s."""
+    schema = ServeConfig
+    assert asdict(Serving()) == {k: getattr(schema, k) for k in asdict(Serving())}
+    assert asdict(Limits()) == {k: getattr(schema, k) for k in asdict(Limits())}
+    batcher = Batcher(lambda key, payloads: payloads)
+    assert batcher.max_wait_s == schema.max_wait_ms / 1000
+    assert (batcher.max_cost, batcher.max_queue) == (
+        schema.batch_pieces,
+        schema.max_queue,
+    )
+    assert BodyGuard(None).max_bytes == schema.max_body_bytes
+
+
+def test_the_command_carries_every_setting_by_name():
+    """``seq2seq-serve``'s config reaches ``Limits`` and ``Serving`` whole: every
+    field, each set away from its default here."""
+    changed = {"batching": False, "max_wait_ms": 7.0, "batch_pieces": 99}
+    changed |= {"max_queue": 3, "timeout_s": 2.5, "max_body_bytes": 123}
+    changed |= {"max_texts": 4, "max_input_pieces": 11}
+    names = {f.name for f in fields(Serving)} | {f.name for f in fields(Limits)}
+    assert names == set(changed)
+    cfg = OmegaConf.merge(OmegaConf.structured(ServeConfig), changed)
+    assert {**asdict(Serving.of(cfg)), **asdict(Limits.of(cfg))} == changed
 
 
 def test_translations_and_nbest_equal_the_translators(client, translator):

@@ -16,9 +16,9 @@ from torch.testing import assert_close
 
 from seq2seq.model import decoder as decoder_module
 from seq2seq.model import deep_gru as deep_gru_module
-from seq2seq.model.decoder import OutputLayer
 from seq2seq.model.deep_gru import DeepGRU
 from seq2seq.model.loss import token_loss
+from seq2seq.model.output_layer import OutputLayer
 from seq2seq.model.seq2seq import build_model
 from seq2seq.model.shape_buckets import (
     bmm_varying,

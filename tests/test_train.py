@@ -14,7 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from seq2seq.data.batching import TokenBucketSampler, make_loader
 from seq2seq.data.sampling import SampledBucketSampler
 from seq2seq.decoding.translator import Translator
-from seq2seq.model import decoder as decoder_module
+from seq2seq.model import output_layer as output_layer_module
 from seq2seq.model.checkpoint import CheckpointError, load_checkpoint
 from seq2seq.model.deep_gru import DeepGRU
 from seq2seq.training.runtime import missing_toolchain
@@ -202,7 +202,7 @@ def test_checkpoint_is_self_contained(tmp_path):
 
 def test_nonfinite_loss_is_skipped_and_counted(tmp_path, monkeypatch):
     trainer = _trainer(tmp_path, "run", "trainer.max_steps=6", "trainer.nonfinite=skip")
-    real = decoder_module.token_loss
+    real = output_layer_module.token_loss
     calls = {"n": 0}
 
     def poisoned(logits, targets, smoothing=0.0):
@@ -210,7 +210,7 @@ def test_nonfinite_loss_is_skipped_and_counted(tmp_path, monkeypatch):
         loss = real(logits, targets, smoothing)
         return loss * float("nan") if calls["n"] == 2 else loss
 
-    monkeypatch.setattr(decoder_module, "token_loss", poisoned)
+    monkeypatch.setattr(output_layer_module, "token_loss", poisoned)
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     result = trainer.fit()
     assert result.progress.skipped_batches == 1
@@ -225,7 +225,7 @@ def test_nonfinite_loss_is_skipped_and_counted(tmp_path, monkeypatch):
 def test_nonfinite_loss_can_stop_with_step_named(tmp_path, monkeypatch):
     trainer = _trainer(tmp_path, "run", "trainer.nonfinite=stop")
     monkeypatch.setattr(
-        decoder_module,
+        output_layer_module,
         "token_loss",
         lambda logits, t, s=0.0: logits.sum() * float("inf"),
     )

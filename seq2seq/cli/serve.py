@@ -39,17 +39,10 @@ def _serve(cfg: DictConfig) -> int:
 
     translator = load_translator(cfg)
     names = [Path(p).name for p in checkpoint_paths(cfg.checkpoint)]
-    engine = Engine(translator, Limits(cfg.max_texts, cfg.max_input_pieces), names)
+    engine = Engine(translator, Limits.of(cfg), names)
     engine.warm()
-    serving = Serving(
-        batching=cfg.batching,
-        max_wait_ms=cfg.max_wait_ms,
-        batch_pieces=cfg.batch_pieces,
-        max_queue=cfg.max_queue,
-        timeout_s=cfg.timeout_s,
-        max_body_bytes=cfg.max_body_bytes,
-    )
-    return serve(create_app(engine, serving), cfg.host, cfg.port, cfg.timeout_s)
+    app = create_app(engine, Serving.of(cfg))
+    return serve(app, cfg.host, cfg.port, cfg.timeout_s)
 
 
 main = command("serve", _serve, check_serve)

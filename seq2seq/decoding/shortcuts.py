@@ -29,13 +29,10 @@ from torch.nn import functional as F
 from seq2seq.decoding.ensemble import Ensemble, mixed_step
 from seq2seq.decoding.vocab import LoweredProjection
 from seq2seq.model.attention import AttentionOutput, Keys, attend_step
-from seq2seq.model.decoder import (
-    BahdanauDecoder,
-    Decoder,
-    DecoderState,
-    LuongDecoder,
-)
+from seq2seq.model.bahdanau import BahdanauDecoder
+from seq2seq.model.decoder import Decoder, DecoderState
 from seq2seq.model.gru import StackedGRU
+from seq2seq.model.luong import LuongDecoder
 from seq2seq.model.seq2seq import Seq2Seq
 
 # prev_tokens (B,), state → log_probs (B, V) float32, new state, weights (B, S)

@@ -22,8 +22,8 @@ from torch.nn import functional as F
 
 from seq2seq.config import VocabPrecision
 from seq2seq.decoding.quantized import Int8Projection, int8_available, require_int8
-from seq2seq.model.decoder import OutputLayer
 from seq2seq.model.device import cpu_has_native_bf16
+from seq2seq.model.output_layer import OutputLayer
 
 log = logging.getLogger(__name__)
 

@@ -1,16 +1,25 @@
-"""Target side: ``DecoderState`` and the Bahdanau-style and Luong-style GRU decoders.
+"""Target side, what every decoder style shares: ``DecoderState``, ``DecoderOutput``
+and the ``Decoder`` base class (embeddings, GRU, attention, output layer, the
+teacher-forcing and search entry points).
 
-Both styles work with any attention from ``attention.py``. Each style is *defined* by
-its ``reference_step``: one target step, embedding and state in, features, new state
-and attention out. ``step`` and scheduled sampling run it as it is (the search runs
-an equal step with fewer FLOPs, ``decoding/shortcuts.py``), and
-``reference_features`` loops it over the target steps: the definition of teacher
+Each style is a subclass in a module of its own, where it can be read whole:
+``bahdanau.py`` (attend with the previous state, then update the GRU), ``luong.py``
+(update the GRU, then attend; input feeding) and ``rnmt.py`` (RNMT+: Luong with the
+attention on the bottom layer and its context fed to every layer above). All work with
+any attention from ``attention.py``; the output layer (vocabulary projection and loss)
+is ``output_layer.py``; ``seq2seq.py``'s ``DECODERS`` names the styles.
+
+Each style is *defined* by its ``reference_step``: one target step, embedding and
+state in, features, new state and attention out. ``step`` and scheduled sampling run
+it as it is (the search runs an equal step with fewer FLOPs, ``decoding/shortcuts.py``),
+and ``reference_features`` loops it over the target steps: the definition of teacher
 forcing. ``forward`` (teacher forcing for training) runs ``fast_features`` instead, an
 optimisation of that loop that tests hold equal to it in value and gradient
 (``tests/test_decoder.py``): the embeddings' part of the GRU gates as one matmul before
 the loop, the output layer once after it, a hand-stepped GRU (``gru.py``) whose loop
-body can go through ``torch.compile``, and, for Luong without input feeding, no loop
-at all (one GRU call over all steps, one batched attention).
+body can go through ``torch.compile`` (its batch padded here, ``pad_loop_inputs``),
+and, for Luong without input feeding, no loop at all (one GRU call over all steps, one
+batched attention).
 
 Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding size,
 ``H`` decoder hidden size, ``L`` decoder layers, ``C`` context size, ``V`` vocabulary.
@@ -27,25 +36,13 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
-from seq2seq.model.attention import Attention, AttentionOutput, Keys, attend_step
+from seq2seq.model.attention import Attention, AttentionOutput, Keys
 from seq2seq.model.compiled import compiled
 from seq2seq.model.deep_gru import build_rnn
-from seq2seq.model.dropout import Dropout, dropout
-from seq2seq.model.gru import StackedGRU
-from seq2seq.model.loss import (
-    DEFAULT_LOSS_CHUNK_MB,
-    fused_chunk_rows,
-    linear_token_loss,
-    token_loss,
-)
-from seq2seq.model.precision import cast_like_autocast
-from seq2seq.model.shape_buckets import (
-    bucket_size,
-    buckets_active,
-    linear_rows,
-    pad_loss_rows,
-    rows_in_buckets,
-)
+from seq2seq.model.dropout import Dropout
+from seq2seq.model.loss import token_loss
+from seq2seq.model.output_layer import OutputLayer
+from seq2seq.model.shape_buckets import bucket_size, buckets_active
 
 
 class DecoderState(NamedTuple):
@@ -147,57 +144,7 @@ def word_dropout(tokens: Tensor, p: float, training: bool) -> Tensor:
     return tokens.masked_fill(drop, UNK_ID)
 
 
-class OutputLayer(nn.Module):
-    """Dropout, an optional projection to the embedding size (when tying needs it) and
-    the vocabulary projection, applied once to all collected features."""
-
-    def __init__(
-        self,
-        feature_size: int,
-        vocab_size: int,
-        dropout: float,
-        tied: nn.Embedding | None = None,
-    ) -> None:
-        super().__init__()
-        self.dropout = Dropout(dropout)
-        self.pre = nn.Identity()
-        in_size = feature_size
-        if tied is not None and tied.embedding_dim != feature_size:
-            self.pre = nn.Linear(feature_size, tied.embedding_dim, bias=False)
-            in_size = tied.embedding_dim
-        self.proj = nn.Linear(in_size, vocab_size)
-        if tied is not None:
-            self.proj.weight = tied.weight
-        # float32 bytes of logits above which ``loss`` runs fused in chunks (0: never);
-        # set from trainer.loss_chunk_mb, not saved with the weights
-        self.chunk_bytes = DEFAULT_LOSS_CHUNK_MB * 2**20
-
-    def forward(self, features: Tensor) -> Tensor:
-        """features ``(..., F)`` → logits ``(..., V)``; under CPU bf16 autocast with
-        the rows padded to ``bucket_size`` (R-Drop's and scheduled sampling's logits,
-        a bf16 search's steps): oneDNN builds a kernel per new row count, about 25 ms
-        for the vocabulary projection against 7 ms to run it."""
-        return rows_in_buckets(
-            lambda rows: self.proj(self.pre(rows)), self.dropout(features)
-        )
-
-    def loss(self, features: Tensor, targets: Tensor, smoothing: float) -> Tensor:
-        """``token_loss(self(features), targets, smoothing)`` for features ``(N, F)``:
-        in one piece while the logits fit in ``chunk_bytes`` (float32), else fused
-        with the projection in chunks of rows that do (``linear_token_loss``; on CPU
-        chunks of at most 32 MB), so a large vocabulary's logits never exist whole."""
-        features, targets = pad_loss_rows(features, targets)
-        x = self.pre(self.dropout(features))
-        vocab = self.proj.out_features
-        if not self.chunk_bytes or x.size(0) * vocab * 4 <= self.chunk_bytes:
-            return token_loss(self.proj(x), targets, smoothing)
-        chunk = fused_chunk_rows(vocab, self.chunk_bytes, x.device)
-        return linear_token_loss(
-            x, self.proj.weight, self.proj.bias, targets, smoothing, chunk
-        )
-
-
-def _stack(outs: list[AttentionOutput]) -> tuple[Tensor, Tensor | None]:
+def stack_steps(outs: list[AttentionOutput]) -> tuple[Tensor, Tensor | None]:
     """Per-step weights ``(B, S)``, heads ``(B, h, S)`` → ``(B, T, S)``,
     ``(B, h, T, S)``."""
     weights = torch.stack([o.weights for o in outs], dim=1)
@@ -207,7 +154,7 @@ def _stack(outs: list[AttentionOutput]) -> tuple[Tensor, Tensor | None]:
 
 
 class Decoder(nn.Module):
-    """Shared parts of both styles: embeddings, GRU, attention, output layer.
+    """Shared parts of every style: embeddings, GRU, attention, output layer.
 
     Subclasses define ``_rnn_input_size``, ``_feature_layer``, ``reference_step`` (the
     model) and ``fast_features`` (its optimised teacher-forcing loop).
@@ -249,11 +196,12 @@ class Decoder(nn.Module):
         ``transition_depth`` and ``residual`` make the GRU a ``DeepGRU``;
         ``context_to_layers`` (Luong without input feeding, 2+ layers): RNMT+'s
         decoder, the attention reads the bottom layer and its context feeds every
-        layer above (``LuongDecoder``)."""
+        layer above (``RNMTDecoder``, which builds with it on)."""
         super().__init__()
         if context_to_layers and not self.supports_context_to_layers:
             raise ValueError(
-                f"the {self.style} decoder cannot feed the context to layers"
+                f"{type(self).__name__} cannot feed the context to layers "
+                "(RNMTDecoder does)"
             )
         self.hidden_size = hidden_size
         self.layers = layers
@@ -359,7 +307,7 @@ class Decoder(nn.Module):
             feat, state, att = self.reference_step(emb[:, t], state)
             feats.append(feat)
             outs.append(att)
-        return (torch.stack(feats, dim=1), *_stack(outs))
+        return (torch.stack(feats, dim=1), *stack_steps(outs))
 
     def forward(
         self,
@@ -415,7 +363,7 @@ class Decoder(nn.Module):
             feat, state, att = self.reference_step(self.embed(prev), state)
             logits.append(self.output(feat))
             outs.append(att)
-        return DecoderOutput(torch.stack(logits, dim=1), *_stack(outs))
+        return DecoderOutput(torch.stack(logits, dim=1), *stack_steps(outs))
 
     def step(
         self, prev_tokens: Tensor, state: DecoderState
@@ -426,220 +374,3 @@ class Decoder(nn.Module):
         feat, state, att = self.reference_step(self.embed(prev_tokens), state)
         log_probs = F.log_softmax(self.output(feat).float(), dim=-1)
         return log_probs, state, att.weights
-
-
-class BahdanauDecoder(Decoder):
-    """Bahdanau et al. (2015): attend with the previous state, then update the GRU.
-
-    ``c_t = attend(s_{t-1})``; ``s_t = GRU([e(y_{t-1}); c_t], s_{t-1})``; deep output
-    ``o_t = tanh(W [s_t; c_t; e(y_{t-1})])`` (tanh in place of the paper's maxout).
-    """
-
-    style = "bahdanau"
-
-    def _rnn_input_size(self, emb_dim: int, context_size: int) -> int:
-        return emb_dim + context_size
-
-    def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
-        return nn.Linear(self.hidden_size + context_size + emb_dim, self.hidden_size)
-
-    def _loop_step(
-        self, gru: StackedGRU, gi_emb: Tensor, hidden: list[Tensor], keys: Keys
-    ) -> tuple[list[Tensor], AttentionOutput]:
-        """The body of ``fast_features``'s loop, the recurrent part of
-        ``reference_step``: attend with s_{t-1}, update the GRU."""
-        att = self.attention.attend(hidden[-1], keys)  # c_t (B, C)
-        return gru.step(gi_emb, att.context, hidden), att
-
-    def _deep_output(self, s: Tensor, context: Tensor, emb: Tensor) -> Tensor:
-        """``tanh(W [s; c; e])`` for one step ``(B, ·)`` or all steps ``(B, T, ·)``."""
-        return torch.tanh(self.feature(torch.cat([s, context, emb], dim=-1)))
-
-    def reference_step(
-        self, emb: Tensor, state: DecoderState
-    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
-        # nn.GRU on the concatenated input is faster for one step (search) than the
-        # hand-stepped cell (measured: greedy 134 vs 102 sent/s).
-        att = attend_step(self.attention, state.hidden[-1], state.keys)  # c_t (B, C)
-        rnn_in = torch.cat([emb, att.context], dim=-1).unsqueeze(1)  # (B, 1, E + C)
-        out, hidden = self.rnn(rnn_in, state.hidden)
-        feat = self._deep_output(out[:, 0], att.context, emb)
-        return feat, DecoderState(hidden, state.feed, state.keys), att
-
-    def fast_features(
-        self, emb: Tensor, state: DecoderState
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """The step loop holds only what depends on the recurrence: the embeddings'
-        part of the GRU input gates is one matmul before the loop, the deep output
-        one matmul after it. A ``DeepGRU`` runs the reference loop."""
-        if not self.plain_gru:
-            return self.reference_features(emb, state)
-        gru = StackedGRU(self.rnn, emb.size(-1), self.training)
-        gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H), all steps at once
-        b, source = state.keys.mask.shape
-        gates, state = self._loop_inputs(gates, state)
-        hidden = list(state.hidden.unbind(0))
-        recur = self._loop_body(BahdanauDecoder._loop_step)
-        tops, contexts, outs = [], [], []
-        for gi_emb in gates.unbind(0):
-            hidden, att = recur(gru, gi_emb, hidden, state.keys)
-            tops.append(hidden[-1])
-            contexts.append(att.context)
-            outs.append(att)
-        s = torch.stack(tops, dim=1)[:b]  # (B, T, H)
-        context = torch.stack(contexts, dim=1)[:b]  # (B, T, C)
-        weights = unpad_loop_outputs(b, source, *_stack(outs))
-        return (self._deep_output(s, context, emb), *weights)
-
-
-class LuongDecoder(Decoder):
-    """Luong et al. (2015): update the GRU, then attend with the new state.
-
-    ``h_t = GRU([e(y_{t-1}); h̃_{t-1}], h_{t-1})`` (h̃_{t-1} only with input feeding);
-    ``c_t = attend(h_t)``; attentional hidden ``h̃_t = tanh(W_c [c_t; h_t])``.
-    Without input feeding the steps are independent given the GRU outputs, so
-    ``fast_features`` runs the GRU over all steps in one call and attends once.
-    """
-
-    style = "luong"
-    supports_feeding = True
-    supports_context_to_layers = True
-
-    def _rnn_input_size(self, emb_dim: int, context_size: int) -> int:
-        return emb_dim + self.feed_size
-
-    def _feature_layer(self, emb_dim: int, context_size: int) -> nn.Module:
-        return nn.Linear(context_size + self.hidden_size, self.hidden_size)  # W_c
-
-    @property
-    def has_step_loop(self) -> bool:
-        # without feeding: one GRU call over all steps
-        return self.input_feeding and self.plain_gru
-
-    def _split_feature(self) -> tuple[Tensor, Tensor]:
-        """W_c ``(H, C + H)`` over [c; h] as its h and c parts ``(H, H)``, ``(C, H)``,
-        cast once for the step loop under autocast."""
-        w, c_size = self.feature.weight, self.attention.context_size
-        return cast_like_autocast(w[:, c_size:]), cast_like_autocast(w[:, :c_size].t())
-
-    def _attentional(
-        self, h: Tensor, keys: Keys, w_h: Tensor, w_c: Tensor
-    ) -> tuple[Tensor, AttentionOutput]:
-        """One step: h ``(B·g, H)`` → h̃ = tanh(W_c [c; h]) ``(B·g, H)`` and the
-        attention (two matmuls instead of a concatenation per step; ``g`` hypotheses
-        per source in beam search, see ``attend_step``)."""
-        att = attend_step(self.attention, h, keys)
-        pre = F.linear(h, w_h, self.feature.bias)
-        if att.context.size(-1):
-            pre = torch.addmm(pre, att.context, w_c)
-        return torch.tanh(pre), att
-
-    def _fed_loop_step(
-        self,
-        gru: StackedGRU,
-        gi_emb: Tensor,
-        hidden: list[Tensor],
-        feed: Tensor,
-        keys: Keys,
-        weights: tuple[Tensor, Tensor],
-    ) -> tuple[list[Tensor], Tensor, AttentionOutput]:
-        """The body of the input-feeding loop, ``reference_step`` on the hoisted
-        gates: update the GRU with h̃_{t-1}, attend with h_t; ``weights`` from
-        ``_split_feature``."""
-        hidden = gru.step(gi_emb, feed, hidden)
-        feed, att = self._attentional(hidden[-1], keys, *weights)
-        return hidden, feed, att
-
-    def _upper_layers(
-        self, low: Tensor, context: Tensor, hidden: Tensor
-    ) -> tuple[Tensor, list[Tensor]]:
-        """RNMT+'s layers above the attention: low ``(B, T, H)`` the bottom layer's
-        outputs, context ``(B, T, C)``, hidden ``(L-1, B, H)`` → the top layer's outputs
-        ``(B, T, H)`` and each layer's last state ``(L-1) × (1, B, H)``. Layer k reads
-        [dropout(h_{k-1}); c]; from the third layer up, with ``residual``, it adds its
-        dropped-out output to h_{k-1}."""
-        x, finals = low, []
-        drop = partial(dropout, p=self.layer_dropout, training=self.training)
-        for k, rnn in enumerate(self.upper, start=1):
-            out, h = rnn(torch.cat([drop(x), context], dim=-1), hidden[k - 1 : k])
-            x = x + drop(out) if self.residual and k >= 2 else out
-            finals.append(h)
-        return x, finals
-
-    def _layered_step(
-        self, emb: Tensor, state: DecoderState
-    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
-        """``reference_step`` with ``context_to_layers``: the bottom layer, the
-        attention on its state, the layers above on [h; c], h̃ = tanh(W_c [c; h_L])."""
-        low, h_low = self.rnn(emb.unsqueeze(1), state.hidden[:1])  # (B, 1, H)
-        att = attend_step(self.attention, low[:, 0], state.keys)
-        top, finals = self._upper_layers(
-            low, att.context.unsqueeze(1), state.hidden[1:]
-        )
-        feat = torch.tanh(self.feature(torch.cat([att.context, top[:, 0]], dim=-1)))
-        hidden = torch.cat([h_low, *finals])
-        return feat, DecoderState(hidden, state.feed, state.keys), att
-
-    def _layered_features(
-        self, emb: Tensor, state: DecoderState
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """``fast_features`` with ``context_to_layers``: each layer over all steps in
-        one call, the attention once between the bottom layer and the rest."""
-        low, _ = self.rnn(emb, state.hidden[:1])  # (B, T, H)
-        att = self.attention.attend(low, state.keys)  # (B, T, C), (B, T, S)
-        top, _ = self._upper_layers(low, att.context, state.hidden[1:])
-        feats = torch.tanh(self.feature(torch.cat([att.context, top], dim=-1)))
-        return feats, att.weights, att.head_weights
-
-    def reference_step(
-        self, emb: Tensor, state: DecoderState
-    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
-        if self.context_to_layers:
-            return self._layered_step(emb, state)
-        rnn_in = torch.cat([emb, state.feed], dim=-1).unsqueeze(1)  # (B, 1, E + F)
-        out, hidden = self.rnn(rnn_in, state.hidden)  # nn.GRU: faster for one step
-        feat, att = self._attentional(out[:, 0], state.keys, *self._split_feature())
-        feed = feat if self.input_feeding else state.feed
-        return feat, DecoderState(hidden, feed, state.keys), att
-
-    def fast_features(
-        self, emb: Tensor, state: DecoderState
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
-        if self.input_feeding:
-            return self._fed_features(emb, state)
-        if self.context_to_layers:
-            return self._layered_features(emb, state)
-        out, _ = self.rnn(emb, state.hidden)  # (B, T, H): one call over all steps
-        att = self.attention.attend(out, state.keys)  # (B, T, C), (B, T, S)
-        feats = torch.cat([att.context, out], dim=-1)  # W_c, rows in buckets under bf16
-        feats = torch.tanh(linear_rows(feats, self.feature.weight, self.feature.bias))
-        return feats, att.weights, att.head_weights
-
-    def _fed_features(
-        self, emb: Tensor, state: DecoderState
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Input feeding: the step loop, with the embeddings' part of the GRU input
-        gates computed for all steps in one matmul before it (a ``DeepGRU``: the
-        reference loop)."""
-        if not self.plain_gru:
-            return self.reference_features(emb, state)
-        gru = StackedGRU(self.rnn, emb.size(-1), self.training)
-        gates = gru.embed_gates(emb.transpose(0, 1))  # (T, B, 3H)
-        b, source = state.keys.mask.shape
-        gates, state = self._loop_inputs(gates, state)
-        hidden, feed = list(state.hidden.unbind(0)), state.feed
-        weights = self._split_feature()
-        recur = self._loop_body(LuongDecoder._fed_loop_step)
-        feats, outs = [], []
-        for gi_emb in gates.unbind(0):
-            hidden, feed, att = recur(gru, gi_emb, hidden, feed, state.keys, weights)
-            feats.append(feed)
-            outs.append(att)
-        feats = torch.stack(feats, dim=1)[:b]  # (B, T, H)
-        return (feats, *unpad_loop_outputs(b, source, *_stack(outs)))
-
-
-DECODERS: dict[str, type[Decoder]] = {
-    "bahdanau": BahdanauDecoder,
-    "luong": LuongDecoder,
-}

@@ -19,10 +19,28 @@ from seq2seq.config import (
 )
 from seq2seq.config_checks import check_model
 from seq2seq.model.attention import NoAttention, build_attention
-from seq2seq.model.decoder import DECODERS, Decoder, DecoderState
+from seq2seq.model.bahdanau import BahdanauDecoder
+from seq2seq.model.decoder import Decoder, DecoderState
 from seq2seq.model.deep_gru import DeepGRU
 from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
+from seq2seq.model.luong import LuongDecoder
+from seq2seq.model.rnmt import RNMTDecoder
 from seq2seq.model.self_attention import SelfAttentionStack
+
+# The decoder styles (``decoder.style``), one module each; RNMT+'s decoder is the
+# Luong style with ``decoder.context_to_layers`` (``decoder_class``).
+DECODERS: dict[str, type[Decoder]] = {
+    "bahdanau": BahdanauDecoder,
+    "luong": LuongDecoder,
+}
+
+
+def decoder_class(style: DecoderStyle, context_to_layers: bool) -> type[Decoder]:
+    """The class that builds ``style``'s decoder: ``RNMTDecoder`` for the Luong style
+    with ``context_to_layers`` (another style refuses it when it is built)."""
+    if context_to_layers and DecoderStyle(style) == DecoderStyle.luong:
+        return RNMTDecoder
+    return DECODERS[style]
 
 
 class ModelOutput(NamedTuple):
@@ -237,7 +255,7 @@ def build_model(
         cfg.attention.heads,
         Normalizer(cfg.attention.normalizer),
     )
-    decoder = DECODERS[style](
+    decoder = decoder_class(style, cfg.decoder.context_to_layers)(
         tgt_vocab_size,
         cfg.emb_dim,
         hd,

@@ -24,6 +24,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from seq2seq.alignment.viewer import asset
+from seq2seq.config import ServeConfig, fields_of
 from seq2seq.serve.batcher import Batcher, Busy, TimedOut
 from seq2seq.serve.engine import Engine, Job, RequestError
 from seq2seq.serve.guard import BodyGuard
@@ -53,14 +54,19 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 @dataclass(frozen=True)
 class Serving:
     """How requests are queued and gathered (``batcher.Batcher``), how long one may
-    take, and how large a body may be."""
+    take, and how large a body may be (the defaults are ``ServeConfig``'s)."""
 
-    batching: bool = True
-    max_wait_ms: float = 5.0
-    batch_pieces: int = 2048
-    max_queue: int = 256
-    timeout_s: float = 30.0
-    max_body_bytes: int = 1 << 20
+    batching: bool = ServeConfig.batching
+    max_wait_ms: float = ServeConfig.max_wait_ms
+    batch_pieces: int = ServeConfig.batch_pieces
+    max_queue: int = ServeConfig.max_queue
+    timeout_s: float = ServeConfig.timeout_s
+    max_body_bytes: int = ServeConfig.max_body_bytes
+
+    @classmethod
+    def of(cls, cfg: Any) -> Serving:
+        """The settings of ``seq2seq-serve``'s config (the fields of these names)."""
+        return fields_of(cls, cfg)
 
 
 def _file(name: str) -> str:

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from seq2seq.config import ServeConfig
+
 log = logging.getLogger(__name__)
 
 POLL_S = 0.0005  # how often the gathering looks at the queue
@@ -47,16 +49,17 @@ class Batcher:
     """Gathers jobs of one key into batches for ``run`` on one worker thread.
 
     ``max_wait_s`` 0 or ``batching`` False: each job runs alone (the same queue, the
-    same thread), which is what the benchmark compares against.
+    same thread), which is what the benchmark compares against. The defaults are
+    ``ServeConfig``'s (``max_wait_ms``, ``batch_pieces``, ``max_queue``).
     """
 
     def __init__(
         self,
         run: Runner,
-        max_wait_s: float = 0.005,
-        max_cost: int = 2048,
-        max_queue: int = 256,
-        batching: bool = True,
+        max_wait_s: float = ServeConfig.max_wait_ms / 1000,
+        max_cost: int = ServeConfig.batch_pieces,
+        max_queue: int = ServeConfig.max_queue,
+        batching: bool = ServeConfig.batching,
     ):
         self.run = run
         self.max_wait_s = max_wait_s if batching else 0.0

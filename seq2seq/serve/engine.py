@@ -24,6 +24,7 @@ from seq2seq.alignment.export import pharaoh_line
 from seq2seq.alignment.links import to_pharaoh
 from seq2seq.alignment.maps import CAVEAT, AttentionMap
 from seq2seq.alignment.words import group_pieces, is_special
+from seq2seq.config import ServeConfig, fields_of
 from seq2seq.decoding.maps import forced_split
 from seq2seq.decoding.translator import Translator
 from seq2seq.model.seq2seq import Seq2Seq
@@ -38,10 +39,16 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may ask: texts per request, pieces per text."""
+    """What one request may ask: texts per request, pieces per text (the defaults
+    are ``ServeConfig``'s)."""
 
-    max_texts: int = 32
-    max_input_pieces: int = 250
+    max_texts: int = ServeConfig.max_texts
+    max_input_pieces: int = ServeConfig.max_input_pieces
+
+    @classmethod
+    def of(cls, cfg: Any) -> Limits:
+        """The limits of ``seq2seq-serve``'s config (the fields of these names)."""
+        return fields_of(cls, cfg)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from seq2seq.config import ServeConfig
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -32,9 +34,10 @@ async def send_error(send: Send, status: int, message: str) -> None:
 
 
 class BodyGuard:
-    """Refuses request bodies over ``max_bytes``, not sent as JSON, or not UTF-8."""
+    """Refuses request bodies over ``max_bytes`` (default ``ServeConfig``'s
+    ``max_body_bytes``), not sent as JSON, or not UTF-8."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = 1 << 20):
+    def __init__(self, app: ASGIApp, max_bytes: int = ServeConfig.max_body_bytes):
         self.app = app
         self.max_bytes = max_bytes
 
