@@ -68,6 +68,19 @@ class Knockout:
         return ", ".join(parts) or "nothing"
 
 
+# one knock-out for every text, one per text (None: none), or None
+Knockouts = Knockout | Sequence[Knockout | None] | None
+
+
+def per_text(knockouts: Knockouts, n: int) -> list[Knockout | None] | None:
+    """``Knockouts`` as one per text (of ``n``), or None when nothing is knocked
+    out."""
+    if knockouts is None:
+        return None
+    kos = [knockouts] * n if isinstance(knockouts, Knockout) else list(knockouts)
+    return kos if any(kos) else None
+
+
 class KnockoutMasks(NamedTuple):
     """A batch's knock-outs as tensors: pieces ``(B, S)`` bool, True for a source
     piece knocked out; heads ``(B, H)`` 0 for a cross-attention head knocked out, 1
@@ -78,9 +91,10 @@ class KnockoutMasks(NamedTuple):
     heads: Tensor | None = None
     self_heads: Tensor | None = None
 
-    def select(self, rows: Tensor) -> KnockoutMasks:
-        """Rows ``rows`` of the batch (a loader's batch of a split's pairs)."""
-        return KnockoutMasks(*(None if m is None else m[rows] for m in self))
+    def batch(self, ids: Sequence[int], device: torch.device) -> KnockoutMasks:
+        """The rows of a batch's pairs ``ids`` (masks over a split), on ``device``."""
+        rows = torch.as_tensor(list(ids))
+        return KnockoutMasks(*(None if m is None else m[rows].to(device) for m in self))
 
 
 def _members(model: nn.Module) -> list[Seq2Seq]:
@@ -142,6 +156,21 @@ def knockout_masks(
         heads if any(k.heads for k in given) else None,
         self_heads if any(k.self_heads for k in given) else None,
     )
+
+
+def split_masks(
+    split: Any,
+    knockouts: Sequence[Knockout | None] | None,
+    tokenizer: Tokenizer,
+    model: nn.Module,
+) -> KnockoutMasks | None:
+    """A split's knock-outs (one per pair, or None) as masks over its pairs (rows:
+    the split's order; ``KnockoutMasks.batch`` takes a batch's), checked."""
+    if knockouts is None:
+        return None
+    if len(knockouts) != len(split):
+        raise InputError(f"{len(knockouts)} knock-outs for {len(split)} texts")
+    return knockout_masks(knockouts, split.src_ids, tokenizer, model)
 
 
 def _no_head(h: int, cross: int) -> str:

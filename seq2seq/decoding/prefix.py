@@ -13,11 +13,15 @@ lengths, or none: a row's PAD means "not forced at this step".
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from seq2seq.data.tokenizer import PAD_ID
+from seq2seq.data.splits import EncodedSplit
+from seq2seq.data.tokenizer import PAD_ID, Tokenizer
+from seq2seq.decoding.settings import output_limits
+from seq2seq.errors import InputError
 
 NEG_INF = float("-inf")
 
@@ -56,3 +60,46 @@ def forced_at(forced: Tensor | None, t: int, rows: Tensor) -> Tensor | None:
     if forced is None or t >= forced.size(1):
         return None
     return forced.index_select(0, rows)[:, t]
+
+
+def prefix_ids(
+    tokenizer: Tokenizer,
+    settings: Any,
+    split: EncodedSplit,
+    prefixes: Sequence[str | Sequence[int] | None] | None,
+    names: Sequence[str] | None = None,
+) -> list[list[int]] | None:
+    """Each pair's prefix (text, encoded as the target side is; target ids; or
+    None) as target ids, checked against the pair's output limit under the decoding
+    ``settings`` (else an ``InputError`` naming the pair, ``names[k]`` or ``text
+    k``; a prefix as long as the limit is the whole, unfinished, translation); None
+    when no pair has a prefix."""
+    if prefixes is None or not any(prefixes):
+        return None
+    if len(prefixes) != len(split):
+        raise InputError(f"{len(prefixes)} prefixes for {len(split)} texts")
+    ids = [
+        tokenizer.encode_tgt([p])[0] if isinstance(p, str) else list(p or [])
+        for p in prefixes
+    ]
+    lengths = torch.as_tensor([len(s) + 1 for s in split.src_ids])
+    limits = output_limits(lengths, settings).tolist()
+    for k, (prefix, limit) in enumerate(zip(ids, limits, strict=True)):
+        if len(prefix) > limit:
+            name = f"text {k}" if names is None else names[k]
+            raise InputError(
+                f"the prefix of {name} has {len(prefix)} pieces, over its output "
+                f"limit of {limit} (decode.max_len_a, decode.max_len_b); shorten "
+                "the prefix or raise max_len_b"
+            )
+    return ids
+
+
+def batch_prefixes(
+    prefixes: Sequence[Sequence[int]] | None, ids: Sequence[int], device: torch.device
+) -> Tensor | None:
+    """The prefixes of a batch's pairs ``ids`` (a split's ``prefix_ids``), padded
+    (``pad_prefixes``); None without any."""
+    if prefixes is None:
+        return None
+    return pad_prefixes([prefixes[i] for i in ids], device)

@@ -27,16 +27,22 @@ from seq2seq.data.batching import VocabCheck, make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.data.tokenizer import PAD_ID, Tokenizer
 from seq2seq.decoding.ensemble import Ensemble
-from seq2seq.decoding.knockout import Knockout, KnockoutMasks, knockout_masks
+from seq2seq.decoding.knockout import (
+    Knockout,
+    KnockoutMasks,
+    Knockouts,
+    per_text,
+    split_masks,
+)
 from seq2seq.decoding.maps import (
     AttentionMap,
     ForcedAttention,
     forced_split,
     piece_maps,
 )
-from seq2seq.decoding.prefix import pad_prefixes
+from seq2seq.decoding.prefix import batch_prefixes, prefix_ids
 from seq2seq.decoding.search import Hypothesis, run_step, translate_batch
-from seq2seq.decoding.settings import decode_settings, output_limits
+from seq2seq.decoding.settings import decode_settings
 from seq2seq.decoding.whatif import forced_passes
 from seq2seq.errors import InputError
 from seq2seq.model.checkpoint import load_checkpoint
@@ -60,18 +66,6 @@ def _load(
 
 
 DEFAULT_BATCH_TOKENS = DecodeConfig.batch_tokens
-
-# one knock-out for every text, one per text (None: none), or None
-Knockouts = Knockout | Sequence[Knockout | None] | None
-
-
-def per_text(knockouts: Knockouts, n: int) -> list[Knockout | None] | None:
-    """``Knockouts`` as one per text (of ``n``), or None when nothing is knocked
-    out."""
-    if knockouts is None:
-        return None
-    kos = [knockouts] * n if isinstance(knockouts, Knockout) else list(knockouts)
-    return kos if any(kos) else None
 
 
 @dataclass(frozen=True)
@@ -210,30 +204,12 @@ class Translator:
     def prefix_ids(
         self,
         split: EncodedSplit,
-        prefixes: Sequence[str | None] | None,
+        prefixes: Sequence[str | Sequence[int] | None] | None,
         names: Sequence[str] | None = None,
     ) -> list[list[int]] | None:
-        """Each pair's prefix (text or None) as target ids, checked against the
-        pair's output limit (else an ``InputError`` naming the pair; a prefix as
-        long as the limit is the whole, unfinished, translation); None when no
-        pair has a prefix. ``names``: how the message names each pair (default
-        ``text k``)."""
-        if prefixes is None or not any(p and p.strip() for p in prefixes):
-            return None
-        if len(prefixes) != len(split):
-            raise InputError(f"{len(prefixes)} prefixes for {len(split)} texts")
-        ids = [self.tokenizer.encode_tgt([p])[0] if p else [] for p in prefixes]
-        lengths = torch.as_tensor([len(s) + 1 for s in split.src_ids])
-        limits = output_limits(lengths, self.decode).tolist()
-        for k, (prefix, limit) in enumerate(zip(ids, limits, strict=True)):
-            if len(prefix) > limit:
-                name = f"text {k}" if names is None else names[k]
-                raise InputError(
-                    f"the prefix of {name} has {len(prefix)} pieces, over its "
-                    f"output limit of {limit} (decode.max_len_a, decode.max_len_b); "
-                    "shorten the prefix or raise max_len_b"
-                )
-        return ids
+        """Each pair's prefix (text, target ids, or None) as target ids, checked
+        against its output limit (``prefix.prefix_ids``)."""
+        return prefix_ids(self.tokenizer, self.decode, split, prefixes, names)
 
     @property
     def beam_size(self) -> int:
@@ -261,7 +237,10 @@ class Translator:
         for batch in loader:
             ids = batch.ids.tolist()  # from the host's copy: no wait for the device
             batch = batch.to(self.device, non_blocking=True)
-            extra = self._whatif(ids, prefixes, masks)
+            extra = {
+                "prefix": batch_prefixes(prefixes, ids, self.device),
+                "knockout": None if masks is None else masks.batch(ids, self.device),
+            }
             with autocast(self.device, self.amp_dtype):
                 nbests = translate_batch(self.model, batch, self.decode, step, **extra)
             for index, nbest in zip(ids, nbests, strict=True):
@@ -271,30 +250,9 @@ class Translator:
     def knockout_masks(
         self, split: EncodedSplit, knockouts: Sequence[Knockout | None] | None
     ) -> KnockoutMasks | None:
-        """The split's knock-outs as masks over its pairs (rows: the split's order;
-        ``KnockoutMasks.select`` takes a batch's), checked; None without any."""
-        if knockouts is None:
-            return None
-        if len(knockouts) != len(split):
-            raise InputError(f"{len(knockouts)} knock-outs for {len(split)} texts")
-        return knockout_masks(knockouts, split.src_ids, self.tokenizer, self.model)
-
-    def _whatif(
-        self,
-        ids: list[int],
-        prefixes: Sequence[Sequence[int]] | None,
-        masks: KnockoutMasks | None,
-    ) -> dict[str, Any]:
-        """A batch's (its pairs ``ids``) prefixes and knock-outs for the search."""
-        prefix = None
-        if prefixes is not None:
-            prefix = pad_prefixes([prefixes[i] for i in ids], self.device)
-        if masks is not None:
-            masks = masks.select(torch.as_tensor(ids))
-            masks = KnockoutMasks(
-                *(m if m is None else m.to(self.device) for m in masks)
-            )
-        return {"prefix": prefix, "knockout": masks}
+        """The split's knock-outs as masks over its pairs, checked
+        (``knockout.split_masks``); None without any."""
+        return split_masks(split, knockouts, self.tokenizer, self.model)
 
     def _vocab(self, split: EncodedSplit) -> VocabCheck:
         """Ids outside the vocabulary end in an error naming the pair."""

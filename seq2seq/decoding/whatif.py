@@ -27,7 +27,7 @@ from seq2seq.decoding.forced import (
     step_stats,
     target_log_probs,
 )
-from seq2seq.decoding.knockout import Knockout, KnockoutMasks
+from seq2seq.decoding.knockout import Knockout
 from seq2seq.model.device import autocast
 
 if TYPE_CHECKING:
@@ -54,10 +54,7 @@ def forced_passes(
         tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
         src_lengths, ids = batch.src_lengths.tolist(), batch.ids.tolist()
         batch = batch.to(tr.device, non_blocking=True)
-        rows = None
-        if masks is not None:
-            rows = masks.select(torch.as_tensor(ids))
-            rows = KnockoutMasks(*(m if m is None else m.to(tr.device) for m in rows))
+        rows = None if masks is None else masks.batch(ids, tr.device)
         with autocast(tr.device, tr.amp_dtype):
             res = forced_outputs(
                 tr.model,
