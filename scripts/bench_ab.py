@@ -35,14 +35,14 @@ Changes (``before`` → ``after``, as in the code now):
 - ``dropout``: ``F.dropout`` (a ``bernoulli_`` draw per element) → the CPU dropout
   of ``model/dropout.py`` (four 16-bit draws per 64-bit one);
 - ``recurrence``: ``DeepGRU``'s time loop under autograd, a step at a time → one
-  autograd function with a hand-written backward (``model/gru_recurrence.py``). It
+  autograd function with a hand-written backward (``model/deep_gru_loop.py``). It
   pays where a ``DeepGRU`` runs without layer norm: give its options as overrides.
 - ``compile``: every step eager → the steps ``--compile`` compiles (``auto``: the
   deep GRU's recurrent steps on a CPU, what ``trainer.compile=auto`` compiles; the
   compile time is printed), in ``--precision``. Give a ``DeepGRU``'s options as
   overrides, or ``--compile true`` for the decoder's step loop too.
 - ``baseline``: ``DeepGRU`` (its methods, ``model/deep_gru.py``) and its recurrence
-  (``model/gru_recurrence.py``) as git revision ``--baseline REF`` had them, loaded
+  (``model/deep_gru_loop.py``) as git revision ``--baseline REF`` had them, loaded
   beside today's → today's. Give a ``DeepGRU``'s options.
 - ``stage``: the step changes of the speed stage together, as users meet them: the
   code before (``recurrence`` and ``dropout`` undone, every step eager) in fp32 →
@@ -89,7 +89,7 @@ from revision import module_at
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.batching import Batch, make_loader
-from seq2seq.model import attention, decoder, deep_gru, gru
+from seq2seq.model import attention, deep_gru, rnmt, stepped_gru
 from seq2seq.model import dropout as model_dropout
 from seq2seq.model.device import autocast, resolve_precision
 from seq2seq.model.loss import token_loss
@@ -134,7 +134,7 @@ def keys_per_step() -> Iterator[None]:
 
 
 def sliced_update(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """``gru.gru_update`` with the gates taken by slicing (same values)."""
+    """``stepped_gru.gru_update`` with the gates taken by slicing (same values)."""
     size = h.size(-1)
     rz = torch.sigmoid(gi[..., : 2 * size] + gh[..., : 2 * size])
     r, z = rz[..., :size], rz[..., size:]
@@ -147,26 +147,26 @@ def sliced_steps() -> Iterator[None]:
     """The GRUs' step loops as they would be with indexing: ``gru_update`` slices
     its gates, and ``unbind(1)``, which only ``DeepGRU``'s time loop calls, gives
     ``x[:, t]`` views one by one (same values)."""
-    update, unbind = gru.gru_update, torch.Tensor.unbind
+    update, unbind = stepped_gru.gru_update, torch.Tensor.unbind
 
     def indexed(self: torch.Tensor, dim: int = 0) -> tuple[torch.Tensor, ...]:
         if dim != 1:
             return unbind(self, dim)
         return tuple(self[:, t] for t in range(self.size(1)))
 
-    gru.gru_update = deep_gru.gru_update = sliced_update
+    stepped_gru.gru_update = deep_gru.gru_update = sliced_update
     torch.Tensor.unbind = indexed
     try:
         yield
     finally:
-        gru.gru_update = deep_gru.gru_update = update
+        stepped_gru.gru_update = deep_gru.gru_update = update
         torch.Tensor.unbind = unbind
 
 
 @contextlib.contextmanager
 def torch_dropout() -> Iterator[None]:
     """Every dropout of the model through ``F.dropout`` (other masks, same law)."""
-    modules = (model_dropout, deep_gru, gru, decoder)
+    modules = (model_dropout, deep_gru, stepped_gru, rnmt)
     saved = [m.dropout for m in modules]
 
     def plain(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
@@ -214,7 +214,7 @@ def deep_gru_at(ref: str) -> Callable[[], contextlib.AbstractContextManager[None
     recurrence (``gru_layer``) and helpers; its parameters are today's (the names
     have not changed)."""
     old = module_at(ref, "seq2seq/model/deep_gru.py")
-    old.gru_layer = module_at(ref, "seq2seq/model/gru_recurrence.py").gru_layer
+    old.gru_layer = module_at(ref, "seq2seq/model/deep_gru_loop.py").gru_layer
     methods = {
         name: fn
         for name, fn in vars(old.DeepGRU).items()

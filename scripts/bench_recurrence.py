@@ -1,6 +1,6 @@
 """One ``DeepGRU`` layer's recurrence, eager against its steps compiled, in one process.
 
-Times ``model/gru_recurrence.py``'s ``gru_layer`` (the hand-written recurrence that
+Times ``model/deep_gru_loop.py``'s ``gru_layer`` (the hand-written recurrence that
 ``trainer.compile=auto`` compiles on a CPU): forward and backward of one layer at
 the en→de recipe's shapes, random inputs with padding, the two variants alternating
 so that the machine's drift hits both alike. Prints the median milliseconds per
@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seq2seq.model.gru_recurrence import gru_layer
+from seq2seq.model.deep_gru_loop import gru_layer
 
 # (name, directions, hidden size): the recipe's encoder layer (2 × 256, both
 # directions in one loop) and its decoder (one 512-unit layer)

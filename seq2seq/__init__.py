@@ -1,9 +1,12 @@
 """seq2seq: train, evaluate and see RNN-with-attention translation models.
 
-Packages in reading order (each imports only those before it): ``config``, ``data``,
-``model``, ``decoding``, ``alignment``, ``serve``, ``training``, ``cli``. The Python
-API is ``seq2seq.Translator`` (``decoding/translator.py``), loaded on first use so
-that ``import seq2seq.model`` stays light.
+Packages in reading order (each imports only those before it): ``config`` (with
+``errors``, ``disk``, ``config_checks`` and the built-in corpus ``phrasebook``),
+``data``, ``model``, ``decoding``, ``alignment``, ``serve``, ``training``, ``cli``;
+each package's ``__init__`` maps its modules, and docs/architecture.md gives the
+reading order. The Python API is ``seq2seq.Translator``
+(``decoding/translator.py``), loaded on first use so that ``import seq2seq.model``
+stays light.
 """
 
 from __future__ import annotations

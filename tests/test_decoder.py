@@ -10,9 +10,9 @@ from seq2seq.config import AttentionConfig, DecoderConfig, EncoderConfig, ModelC
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from seq2seq.model.attention import ATTENTIONS
 from seq2seq.model.decoder import word_dropout
-from seq2seq.model.gru import StackedGRU
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
+from seq2seq.model.stepped_gru import StackedGRU
 from tests.conftest import DEVICES
 
 V_SRC, V_TGT = 15, 17

@@ -1,0 +1,10 @@
+"""What the attention looked at: as numbers, pictures, links and a training signal.
+
+``maps`` names the record (``AttentionMap``), ``extract`` makes maps by forced
+decoding, ``words`` regroups pieces into words and ``views`` picks a layer or a head;
+``links`` reads Pharaoh links and computes AER, ``error`` scores a model on gold
+links, ``symmetrize``, ``lexicon`` and ``twoway`` combine two directions; ``guided``
+is the guided-alignment loss, ``attribution`` gradient × input; ``export``,
+``render`` and ``viewer`` write files, heatmaps and the HTML page; ``pipeline`` is
+``seq2seq-align``'s job. It imports ``decoding`` and the layers before it.
+"""

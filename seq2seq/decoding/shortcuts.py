@@ -31,9 +31,9 @@ from seq2seq.decoding.vocab import LoweredProjection
 from seq2seq.model.attention import AttentionOutput, Keys, attend_step
 from seq2seq.model.bahdanau import BahdanauDecoder
 from seq2seq.model.decoder import Decoder, DecoderState
-from seq2seq.model.gru import StackedGRU
 from seq2seq.model.luong import LuongDecoder
 from seq2seq.model.seq2seq import Seq2Seq
+from seq2seq.model.stepped_gru import StackedGRU
 
 # prev_tokens (B,), state → log_probs (B, V) float32, new state, weights (B, S)
 StepFn = Callable[[Tensor, Any], tuple[Tensor, Any, Tensor]]

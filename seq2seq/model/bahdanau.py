@@ -3,7 +3,7 @@ state, then update the GRU; a deep output over [s; c; e].
 
 What it shares with the other styles (state, base class, output layer, the step
 loop's padding) is ``decoder.py``; ``reference_step`` defines it, ``fast_features``
-is its teacher-forcing loop with the recurrence alone inside (``gru.py``).
+is its teacher-forcing loop with the recurrence alone inside (``stepped_gru.py``).
 
 Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding size,
 ``H`` decoder hidden size, ``L`` decoder layers, ``C`` context size, ``V`` vocabulary.
@@ -21,7 +21,7 @@ from seq2seq.model.decoder import (
     stack_steps,
     unpad_loop_outputs,
 )
-from seq2seq.model.gru import StackedGRU
+from seq2seq.model.stepped_gru import StackedGRU
 
 
 class BahdanauDecoder(Decoder):

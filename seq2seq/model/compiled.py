@@ -2,7 +2,7 @@
 per step function and mode, shared by every module that steps it.
 
 The step functions themselves live beside their modules (``decoder.py``'s loop body,
-``deep_gru.deep_step``, ``gru_recurrence``'s forward and backward steps); each is a
+``deep_gru.deep_step``, ``deep_gru_loop``'s forward and backward steps); each is a
 plain function of tensors with every projection that does not depend on the previous
 state hoisted out of the time loop by its caller, so what is compiled is a step's
 recurrent matmul and its element-wise work.

@@ -15,11 +15,11 @@ it as it is (the search runs an equal step with fewer FLOPs, ``decoding/shortcut
 and ``reference_features`` loops it over the target steps: the definition of teacher
 forcing. ``forward`` (teacher forcing for training) runs ``fast_features`` instead, an
 optimisation of that loop that tests hold equal to it in value and gradient
-(``tests/test_decoder.py``): the embeddings' part of the GRU gates as one matmul before
-the loop, the output layer once after it, a hand-stepped GRU (``gru.py``) whose loop
-body can go through ``torch.compile`` (its batch padded here, ``pad_loop_inputs``),
-and, for Luong without input feeding, no loop at all (one GRU call over all steps, one
-batched attention).
+(``tests/test_decoder.py``): the embeddings' part of the GRU gates as one matmul
+before the loop, the output layer once after it, a hand-stepped GRU
+(``stepped_gru.py``) whose loop body can go through ``torch.compile`` (its batch
+padded here, ``pad_loop_inputs``), and, for Luong without input feeding, no loop at
+all (one GRU call over all steps, one batched attention).
 
 Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding size,
 ``H`` decoder hidden size, ``L`` decoder layers, ``C`` context size, ``V`` vocabulary.

@@ -39,7 +39,7 @@ backward direction). The two directions of a bidirectional layer run in one loop
 batched.
 
 Without layer norm a layer's time loop runs as one autograd function with a
-hand-written backward (``model/gru_recurrence.py``), whose forward and backward steps
+hand-written backward (``model/deep_gru_loop.py``), whose forward and backward steps
 ``trainer.compile`` can compile; with it, step by step under autograd (``deep_step``,
 compiled under ``trainer.compile=true``).
 
@@ -54,9 +54,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from seq2seq.model.compiled import compiled
+from seq2seq.model.deep_gru_loop import gru_layer
 from seq2seq.model.dropout import dropout
-from seq2seq.model.gru import gru_update
-from seq2seq.model.gru_recurrence import gru_layer
 from seq2seq.model.precision import cast_like_autocast
 from seq2seq.model.shape_buckets import (
     bucket_size,
@@ -64,6 +63,7 @@ from seq2seq.model.shape_buckets import (
     linear_rows,
     pad_dim,
 )
+from seq2seq.model.stepped_gru import gru_update
 
 # The normalization's ε, as nn.LayerNorm's
 NORM_EPS = 1e-5
@@ -110,7 +110,7 @@ class DeepGRU(nn.Module):
         # step before, which its backward reads
         self.compile_mode: str | None = None
         # Without layer norm: the whole loop as one autograd function with a
-        # hand-written backward (model/gru_recurrence.py); False: step by step under
+        # hand-written backward (model/deep_gru_loop.py); False: step by step under
         # autograd
         self.fused = True
         h3, dirs = 3 * hidden_size, 2 if bidirectional else 1

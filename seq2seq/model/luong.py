@@ -5,7 +5,7 @@ input with input feeding.
 What it shares with the other styles is ``decoder.py``; RNMT+'s variant, the
 attention on the bottom layer and its context fed to the layers above, is
 ``rnmt.py``. Without input feeding ``fast_features`` has no step loop at all; with
-it, the loop holds the recurrence alone (``gru.py``).
+it, the loop holds the recurrence alone (``stepped_gru.py``).
 
 Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding size,
 ``H`` decoder hidden size, ``L`` decoder layers, ``C`` context size, ``V`` vocabulary.
@@ -24,9 +24,9 @@ from seq2seq.model.decoder import (
     stack_steps,
     unpad_loop_outputs,
 )
-from seq2seq.model.gru import StackedGRU
 from seq2seq.model.precision import cast_like_autocast
 from seq2seq.model.shape_buckets import linear_rows
+from seq2seq.model.stepped_gru import StackedGRU
 
 
 class LuongDecoder(Decoder):

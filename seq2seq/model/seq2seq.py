@@ -145,7 +145,7 @@ class Seq2Seq(nn.Module):
         first call (once for all batch shapes). ``scope="all"``: the body of the
         decoder's teacher-forcing step loop and each ``DeepGRU``'s time step;
         ``"recurrence"``: only the steps of the ``DeepGRU`` recurrences without layer
-        norm (``model/gru_recurrence.py``). Returns what compiles, empty when nothing
+        norm (``model/deep_gru_loop.py``). Returns what compiles, empty when nothing
         is stepped by hand (``nn.GRU`` runs whole sequences in one call). ``mode``:
         torch.compile's ``"default"`` or ``"reduce-overhead"`` (CUDA graphs), under
         which the decoder loop's batch and source length are padded to multiples of

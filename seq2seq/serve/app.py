@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 from seq2seq.alignment.viewer import asset
 from seq2seq.config import ServeConfig, fields_of
 from seq2seq.serve.batcher import Batcher, Busy, TimedOut
-from seq2seq.serve.engine import Engine, Job, RequestError
+from seq2seq.serve.engine import CheckedRequest, Engine, RequestError
 from seq2seq.serve.guard import BodyGuard
 from seq2seq.serve.schemas import (
     AttentionRequest,
@@ -104,7 +104,7 @@ def create_app(engine: Engine, serving: Serving | None = None) -> BodyGuard:
         responses=ERRORS,
     )
 
-    async def answer(request: Request, job: Job) -> Any:
+    async def answer(request: Request, job: CheckedRequest) -> Any:
         batcher: Batcher = request.app.state.batcher
         try:
             return await batcher.submit(

@@ -37,7 +37,10 @@ class TimedOut(RuntimeError):
 
 
 @dataclass
-class Job:
+class QueuedJob:
+    """One submitted payload in the queue: its key and cost, the future its answer
+    goes to, and when it was queued (for its timeout)."""
+
     key: Hashable
     payload: Any
     cost: int
@@ -66,8 +69,8 @@ class Batcher:
         self.max_cost = max_cost
         self.max_queue = max_queue
         self.batching = batching
-        self.queue: asyncio.Queue[Job] = asyncio.Queue()
-        self.held: collections.deque[Job] = collections.deque()
+        self.queue: asyncio.Queue[QueuedJob] = asyncio.Queue()
+        self.held: collections.deque[QueuedJob] = collections.deque()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
         self.task: asyncio.Task | None = None
         self.batches = 0  # how many runs, and how many jobs they held: /info
@@ -92,17 +95,17 @@ class Batcher:
         if self.pending() >= self.max_queue:
             raise Busy(f"{self.pending()} requests are waiting")
         future = asyncio.get_running_loop().create_future()
-        await self.queue.put(Job(key, payload, cost, future))
+        await self.queue.put(QueuedJob(key, payload, cost, future))
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         except asyncio.TimeoutError:
             future.cancel()  # dropped unless it is running already
             raise TimedOut(f"no answer within {timeout:g} s") from None
 
-    async def _next(self) -> Job:
+    async def _next(self) -> QueuedJob:
         return self.held.popleft() if self.held else await self.queue.get()
 
-    async def _gather(self) -> list[Job]:
+    async def _gather(self) -> list[QueuedJob]:
         """The first job and the others that share its key, within the budget."""
         first = await self._next()
         jobs, cost = [first], first.cost
@@ -152,7 +155,7 @@ class Batcher:
                 else:
                     job.future.set_exception(value)
 
-    def _run_all(self, jobs: list[Job]) -> list[tuple[bool, Any]]:
+    def _run_all(self, jobs: list[QueuedJob]) -> list[tuple[bool, Any]]:
         """On the worker thread: one run for all; if it fails, one run per job."""
         key = jobs[0].key
         try:

@@ -58,7 +58,11 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class Job:
+class CheckedRequest:
+    """A request the engine took (``check_*``): the key of the searches it can share
+    (``batcher.Batcher`` gathers by it), what ``run`` needs, and its cost in source
+    pieces."""
+
     key: Hashable
     payload: Any
     cost: int
@@ -104,7 +108,7 @@ class Engine:
             )
         return n
 
-    def check_translate(self, req: TranslateRequest) -> Job:
+    def check_translate(self, req: TranslateRequest) -> CheckedRequest:
         most = self.limits.max_texts
         if len(req.texts) > most:
             raise RequestError(
@@ -115,9 +119,9 @@ class Engine:
         if req.prefixes is not None:
             check_prefixes(self.translator, req.texts, req.prefixes, "texts[{}]")
         payload = (list(req.texts), req.prefixes)
-        return Job((TRANSLATE, req.beam_size, req.nbest), payload, cost)
+        return CheckedRequest((TRANSLATE, req.beam_size, req.nbest), payload, cost)
 
-    def check_attention(self, req: AttentionRequest) -> Job:
+    def check_attention(self, req: AttentionRequest) -> CheckedRequest:
         cost = self._pieces(req.text, "text")
         if req.reference is not None:
             self._pieces(req.reference, "reference", target=True)
@@ -135,7 +139,7 @@ class Engine:
         prefix = check_whatif(self.translator, req, forced, ko)
         key = (ATTENTION, forced, req.attribution, req.beam_size, req.nbest)
         key += (req.top_k, req.occlusion)
-        return Job(key, (req.text, req.reference, prefix, ko), cost)
+        return CheckedRequest(key, (req.text, req.reference, prefix, ko), cost)
 
     # ------------------------------------------------------------ the thread
     def run(self, key: Hashable, payloads: Sequence[Any]) -> list[Any]:

@@ -27,7 +27,7 @@ first::
 
 and after the loop ``∂U_d = Σ_t h_tᵀ ∂gh_t`` as one batched matmul over all T·B rows,
 ``∂b^h_d = Σ ∂gh``, ``∂b^i_d = Σ ∂gi``. It computes what autograd computes
-(``tests/test_gru_recurrence.py`` compares values and gradients in float64), in
+(``tests/test_deep_gru_loop.py`` compares values and gradients in float64), in
 fewer, larger kernels. Double backward is not supported (training needs none).
 
 Both directions step together, in the layer's own batch-first layout: loop step t

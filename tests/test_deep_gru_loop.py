@@ -1,4 +1,4 @@
-"""The fused GRU recurrence (``model/gru_recurrence.py``): its hand-written backward
+"""The fused GRU recurrence (``model/deep_gru_loop.py``): its hand-written backward
 equals autograd through the step-by-step loop, in value and gradient, with every
 option it covers (directions, padding masks, deep transition, layers, residual);
 under bf16 autocast it stays within bf16's rounding and its gradients reach the fp32
@@ -11,7 +11,7 @@ import torch
 from torch.testing import assert_close
 
 from seq2seq.model.deep_gru import DeepGRU
-from seq2seq.model.gru_recurrence import gru_layer
+from seq2seq.model.deep_gru_loop import gru_layer
 
 LENGTHS = torch.tensor([6, 4, 1])
 MASK = torch.arange(6)[None] < LENGTHS[:, None]
