@@ -128,3 +128,7 @@ def test_bad_whatifs_are_one_line_422(client, path, body, message):
     res = client.post(path, json=body)
     assert res.status_code == 422, res.text
     assert message in res.json()["error"] and "\n" not in res.json()["error"]
+
+
+def test_the_engine_warms_up(translator):
+    Engine(translator, Limits()).warm()  # a translation and an attention map

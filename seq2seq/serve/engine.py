@@ -243,7 +243,7 @@ class Engine:
 
     def warm(self) -> None:
         """One translation and one attention map, so the first request is not slow."""
-        self.translate([["warm up"]], None, 1)
+        self.translate([(["warm up"], None)], None, 1)
         self.attention([("warm up", None, None, None)], False, False)
 
     # ------------------------------------------------------------------ info
