@@ -115,3 +115,32 @@ def test_validation_draws_occlusion_and_logs_its_rho(translator):
     assert tracker.logged["valid/spearman_occlusion"] == pytest.approx(np.mean(rhos))
     again = attach_occlusion(translator, shown, translator.attention_maps(shown))
     assert all(d.shape == m.weights.shape for d, m in zip(again, maps, strict=True))
+
+
+def test_method_agreement_on_gold(translator):
+    from seq2seq.alignment.agreement import method_agreement, word_maps
+    from seq2seq.alignment.error import alignment_scores
+    from seq2seq.data.splits import encode_corpus_split
+
+    split = encode_corpus_split(translator.config.data, translator.tokenizer, "test")
+    split = split.select(list(range(12)))
+    assert split.alignment is not None
+    report = method_agreement(translator, split)
+    assert set(report.agree) == {
+        "attention=occlusion",
+        "attention=gradient",
+        "occlusion=gradient",
+    }
+    # the attention's AER is the one alignment_scores reads on the same references
+    assert report.aer["attention"] == pytest.approx(
+        alignment_scores(translator, split).aer
+    )
+    # agreement counts target words whose argmaxes coincide
+    maps = [m for m in word_maps(translator, split) if m is not None]
+    same = sum(
+        int((m["attention"].argmax(1) == m["occlusion"].argmax(1)).sum()) for m in maps
+    )
+    assert report.n_words == sum(len(m["attention"]) for m in maps)
+    assert report.agree["attention=occlusion"] == pytest.approx(same / report.n_words)
+    assert all(0 <= v <= 1 for v in report.aer.values())
+    assert "same argmax source word" in report.summary()
