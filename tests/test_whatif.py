@@ -90,8 +90,9 @@ def test_a_prefix_past_the_length_limit_is_one_line(translator):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("every", [1, 8], ids=["cpu-checks", "accelerator-checks"])
 @pytest.mark.parametrize("beam", [1, 3])
-def test_a_batch_with_and_without_prefixes_is_each_sentence_alone(beam):
+def test_a_batch_with_and_without_prefixes_is_each_sentence_alone(beam, every):
     model = _model(sharpen=3.0)
     src, lengths, mask = _batch()
     settings = _settings(beam_size=beam, n_best=1, length_penalty=0.0)
@@ -99,7 +100,7 @@ def test_a_batch_with_and_without_prefixes_is_each_sentence_alone(beam):
 
     def search(*args, prefix=None):
         fn = greedy_search if beam == 1 else beam_search
-        out = fn(model, *args, settings, prefix=prefix)
+        out = fn(model, *args, settings, check_every=every, prefix=prefix)
         return [h if beam == 1 else h[0] for h in out]
 
     together = search(src, lengths, mask, prefix=pad_prefixes(prefixes, src.device))
