@@ -18,6 +18,7 @@ from torch.testing import assert_close
 
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID
 from seq2seq.model import decoder as decoder_module
+from seq2seq.model import loop_padding
 from seq2seq.model.deep_gru import DeepGRU
 from seq2seq.model.loss import token_loss
 from seq2seq.model.seq2seq import build_model
@@ -255,7 +256,7 @@ def test_pad_loop_inputs_masks_what_it_adds():
     src, lengths, mask, _ = _batch(9, 5, 4, seed=0)
     state = model.init_state(model.encode(src, lengths, mask))
     gates = torch.randn(4, 9, 24)
-    padded_gates, padded = decoder_module.pad_loop_inputs(gates, state, bucket=8)
+    padded_gates, padded = loop_padding.pad_loop_inputs(gates, state, bucket=8)
     assert padded_gates.shape == (4, 16, 24)
     assert padded.hidden.shape[1] == 16 and padded.feed.size(0) == 16
     assert padded.keys.mask.shape == (16, 8)
@@ -263,9 +264,7 @@ def test_pad_loop_inputs_masks_what_it_adds():
     assert not padded.keys.mask[:9, 5:].any()  # new positions of real rows: masked
     assert padded.keys.mask[9:].sum(1).eq(1).all()  # new rows: one position each
     assert padded.keys.values.shape[:2] == (16, 8)
-    same = decoder_module.pad_loop_inputs(
-        gates[:, :8], state.select(torch.arange(8)), 8
-    )
+    same = loop_padding.pad_loop_inputs(gates[:, :8], state.select(torch.arange(8)), 8)
     assert same[1].keys.mask.shape == (8, 8)  # already a multiple: only S padded
 
 

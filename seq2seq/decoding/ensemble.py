@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.model.attention import Keys
-from seq2seq.model.decoder import DecoderState
+from seq2seq.model.decoder_state import DecoderState
 from seq2seq.model.encoder import EncoderOutput
 from seq2seq.model.seq2seq import ModelOutput, Seq2Seq
 

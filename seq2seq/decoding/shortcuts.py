@@ -30,7 +30,8 @@ from seq2seq.decoding.ensemble import Ensemble, mixed_step
 from seq2seq.decoding.vocab import LoweredProjection
 from seq2seq.model.attention import AttentionOutput, Keys, attend_step
 from seq2seq.model.bahdanau import BahdanauDecoder
-from seq2seq.model.decoder import Decoder, DecoderState
+from seq2seq.model.decoder import Decoder
+from seq2seq.model.decoder_state import DecoderState
 from seq2seq.model.luong import LuongDecoder
 from seq2seq.model.seq2seq import Seq2Seq
 from seq2seq.model.stepped_gru import StackedGRU

@@ -15,12 +15,9 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.model.attention import AttentionOutput, Keys, attend_step
-from seq2seq.model.decoder import (
-    Decoder,
-    DecoderState,
-    stack_steps,
-    unpad_loop_outputs,
-)
+from seq2seq.model.decoder import Decoder, stack_steps
+from seq2seq.model.decoder_state import DecoderState
+from seq2seq.model.loop_padding import unpad_loop_outputs
 from seq2seq.model.stepped_gru import StackedGRU
 
 

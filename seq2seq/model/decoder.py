@@ -1,6 +1,6 @@
-"""Target side, what every decoder style shares: ``DecoderState``, ``DecoderOutput``
-and the ``Decoder`` base class (embeddings, GRU, attention, output layer, the
-teacher-forcing and search entry points).
+"""Target side, what every decoder style shares: the ``Decoder`` base class
+(embeddings, GRU, attention, output layer, the teacher-forcing and search entry
+points); its state and output are ``decoder_state.py``'s.
 
 Each style is a subclass in a module of its own, where it can be read whole:
 ``bahdanau.py`` (attend with the previous state, then update the GRU), ``luong.py``
@@ -18,7 +18,7 @@ optimisation of that loop that tests hold equal to it in value and gradient
 (``tests/test_decoder.py``): the embeddings' part of the GRU gates as one matmul
 before the loop, the output layer once after it, a hand-stepped GRU
 (``stepped_gru.py``) whose loop body can go through ``torch.compile`` (its batch
-padded here, ``pad_loop_inputs``), and, for Luong without input feeding, no loop at
+padded by ``loop_padding.py``), and, for Luong without input feeding, no loop at
 all (one GRU call over all steps, one batched attention).
 
 Shapes: ``B`` batch, ``T`` target steps, ``S`` source length, ``E`` embedding size,
@@ -29,110 +29,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from seq2seq.data.tokenizer import BOS_ID, PAD_ID, UNK_ID
-from seq2seq.model.attention import Attention, AttentionOutput, Keys
+from seq2seq.model.attention import Attention, AttentionOutput
 from seq2seq.model.compiled import compiled
+from seq2seq.model.decoder_state import DecoderOutput, DecoderState
 from seq2seq.model.deep_gru import build_rnn
 from seq2seq.model.dropout import Dropout
+from seq2seq.model.loop_padding import pad_loop_inputs
 from seq2seq.model.loss import token_loss
 from seq2seq.model.output_layer import OutputLayer
-from seq2seq.model.shape_buckets import bucket_size, buckets_active
-
-
-class DecoderState(NamedTuple):
-    """A value: hidden ``(L, B, H)``; feed ``(B, F)`` the previous attentional vector
-    h̃_{t-1} for Luong input feeding (``(B, 0)`` when unused); keys from
-    ``attention.prepare``."""
-
-    hidden: Tensor
-    feed: Tensor
-    keys: Keys
-
-    def select(self, index: Tensor) -> DecoderState:
-        """Reorder / expand the batch: ``index`` ``(B',)`` long."""
-        return DecoderState(
-            self.hidden.index_select(1, index),
-            self.feed.index_select(0, index),
-            self.keys.select(index),
-        )
-
-    def select_beams(self, rows: Tensor, sources: Tensor | None = None) -> DecoderState:
-        """Beam search's reordering: the hypotheses ``rows`` ``(B'·K,)`` of the
-        sources ``sources`` ``(B',)`` (None: the same sources as now). The keys stay
-        one per source (``attention.attend_step`` reads them for all its beams)."""
-        keys = self.keys if sources is None else self.keys.select(sources)
-        return DecoderState(
-            self.hidden.index_select(1, rows), self.feed.index_select(0, rows), keys
-        )
-
-
-class DecoderOutput(NamedTuple):
-    """logits ``(B, T, V)``, or ``(N, V)`` for the ``rows`` asked for, or None when
-    the loss was asked for instead; attention ``(B, T, S)``; head_attention
-    ``(B, heads, T, S)`` for multi-head attention, else None; loss: the summed
-    ``token_loss`` of the ``targets`` asked for, else None."""
-
-    logits: Tensor | None
-    attention: Tensor
-    head_attention: Tensor | None
-    loss: Tensor | None = None
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
-
-
-def pad_loop_inputs(
-    gates: Tensor, state: DecoderState, bucket: int | None = None
-) -> tuple[Tensor, DecoderState]:
-    """Pad the step loop's batch and source length up to multiples of ``bucket``, so
-    that CUDA graphs (recorded per shape) are reused across token buckets; without
-    ``bucket``, to ``bucket_size``'s sizes, so that oneDNN's bf16 kernels (built per
-    shape) are.
-
-    gates ``(T, B, 3H)``, state of ``B`` rows with keys ``(B, S, ·)`` → gates
-    ``(T, B', 3H)`` and a state of ``B'`` rows with keys ``(B', S', ·)``. The new
-    source positions are masked (their weight is exactly 0, so the real rows are
-    unchanged); the new rows are zeros whose mask keeps one position, so that their
-    softmax, which the caller slices away, stays finite (a NaN there would reach the
-    weights' gradients through 0 · NaN)."""
-    b, s = state.keys.mask.shape
-    size = bucket_size if bucket is None else partial(_round_up, multiple=bucket)
-    pad_b, pad_s = size(b) - b, size(s) - s
-    if not pad_b and not pad_s:
-        return gates, state
-
-    def pad(x: Tensor) -> Tensor:  # (B, S, ·) → (B', S', ·)
-        return F.pad(x, (0, 0, 0, pad_s, 0, pad_b))
-
-    keys = state.keys
-    values = pad(keys.values)
-    mask = F.pad(keys.mask, (0, pad_s, 0, pad_b))
-    mask[b:, 0] = True
-    padded = Keys(
-        values,
-        values if keys.keys is keys.values else pad(keys.keys),
-        mask,
-        None if keys.projected is None else pad(keys.projected),
-    )
-    hidden = F.pad(state.hidden, (0, 0, 0, pad_b))  # (L, B', H)
-    feed = F.pad(state.feed, (0, 0, 0, pad_b))
-    return F.pad(gates, (0, 0, 0, pad_b)), DecoderState(hidden, feed, padded)
-
-
-def unpad_loop_outputs(
-    batch: int, source: int, weights: Tensor, heads: Tensor | None
-) -> tuple[Tensor, Tensor | None]:
-    """The real rows and source positions of the loop's weights ``(B', T, S')`` and
-    head weights ``(B', h, T, S')``."""
-    weights = weights[:batch, :, :source]
-    return weights, None if heads is None else heads[:batch, ..., :source]
+from seq2seq.model.shape_buckets import buckets_active
 
 
 def word_dropout(tokens: Tensor, p: float, training: bool) -> Tensor:

@@ -18,12 +18,9 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from seq2seq.model.attention import AttentionOutput, Keys, attend_step
-from seq2seq.model.decoder import (
-    Decoder,
-    DecoderState,
-    stack_steps,
-    unpad_loop_outputs,
-)
+from seq2seq.model.decoder import Decoder, stack_steps
+from seq2seq.model.decoder_state import DecoderState
+from seq2seq.model.loop_padding import unpad_loop_outputs
 from seq2seq.model.precision import cast_like_autocast
 from seq2seq.model.shape_buckets import linear_rows
 from seq2seq.model.stepped_gru import StackedGRU

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from seq2seq.model.attention import AttentionOutput, attend_step
-from seq2seq.model.decoder import DecoderState
+from seq2seq.model.decoder_state import DecoderState
 from seq2seq.model.dropout import dropout
 from seq2seq.model.luong import LuongDecoder
 

@@ -20,7 +20,8 @@ from seq2seq.config import (
 from seq2seq.config_checks import check_model
 from seq2seq.model.attention import NoAttention, build_attention
 from seq2seq.model.bahdanau import BahdanauDecoder
-from seq2seq.model.decoder import Decoder, DecoderState
+from seq2seq.model.decoder import Decoder
+from seq2seq.model.decoder_state import DecoderState
 from seq2seq.model.deep_gru import DeepGRU
 from seq2seq.model.encoder import BRIDGES, BiGRUEncoder, EncoderOutput
 from seq2seq.model.luong import LuongDecoder
