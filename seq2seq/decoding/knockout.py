@@ -42,7 +42,7 @@ from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.ensemble import Ensemble, EnsembleState
 from seq2seq.errors import InputError
 from seq2seq.model.attention import MultiHeadAttention
-from seq2seq.model.decoder import DecoderState
+from seq2seq.model.decoder_state import DecoderState
 from seq2seq.model.self_attention import attend
 from seq2seq.model.seq2seq import Seq2Seq
 
