@@ -17,7 +17,7 @@ import numpy as np
 
 from seq2seq.alignment.attribution import model_attribution
 from seq2seq.alignment.links import Link, aer, parse_pharaoh
-from seq2seq.alignment.words import argmax_links, regroup, word_matrix
+from seq2seq.alignment.words import argmax_links, pair_pieces, word_matrix
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.decoding.translator import Translator
 from seq2seq.decoding.whatif import occlusion_maps
@@ -66,13 +66,11 @@ def word_maps(
     tok = translator.tokenizer
     out: list[dict[str, np.ndarray] | None] = []
     for k in range(len(split)):
-        src = tok.src_pieces(list(split.src_ids[k]))
-        tgt = tok.tgt_pieces(list(split.tgt_ids[k]))
-        if regroup(src, split.src_text[k]) is None or (
-            regroup(tgt, split.tgt_text[k]) is None
-        ):
+        pieces = pair_pieces(tok, split, k)
+        if pieces is None:
             out.append(None)
             continue
+        src, tgt = pieces
         maps = {
             ATTENTION: word_matrix(forced[k].weights, src, tgt),
             OCCLUSION: word_matrix(drops[k].numpy(), src, tgt),

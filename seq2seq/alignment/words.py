@@ -22,6 +22,19 @@ from seq2seq.data.pieces import (
 )
 
 
+def pair_pieces(
+    tokenizer: Any, split: Any, k: int
+) -> tuple[list[str], list[str]] | None:
+    """Pair ``k`` of ``split`` as source and target pieces, or None when they do not
+    regroup into its texts' words (``regroup``): what AER and the method comparisons
+    read word by word."""
+    src = tokenizer.src_pieces(list(split.src_ids[k]))
+    tgt = tokenizer.tgt_pieces(list(split.tgt_ids[k]))
+    if regroup(src, split.src_text[k]) is None:
+        return None
+    return None if regroup(tgt, split.tgt_text[k]) is None else (src, tgt)
+
+
 def regroup(pieces: Sequence[str], text: str) -> list[list[int]] | None:
     """``word_pieces`` when they are the words of ``text`` (as many as its whitespace
     tokens), else None: gold links count those words, so an ``<unk>`` inside a word,

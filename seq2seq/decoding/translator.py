@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.config import DecodeConfig, DecodeOptions, TrainConfig
-from seq2seq.data.batching import VocabCheck, make_loader
+from seq2seq.data.batching import Batch, VocabCheck, make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.data.tokenizer import PAD_ID, Tokenizer
 from seq2seq.decoding.ensemble import Ensemble
@@ -306,14 +306,7 @@ class Translator:
             return self._knocked_attention(split, knockouts)
         self.model.eval()
         out: list[ForcedAttention | None] = [None] * len(split)
-        loader = make_loader(
-            split, self.batch_tokens, shuffle=False, seed=0, vocab=self._vocab(split)
-        )
-        for batch in loader:
-            # lengths and ids from the host's copy: no wait for the device
-            tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
-            src_lengths, ids = batch.src_lengths.tolist(), batch.ids.tolist()
-            batch = batch.to(self.device, non_blocking=True)
+        for batch, ids, tgt_lengths, src_lengths in self.forced_batches(split):
             with autocast(self.device, self.amp_dtype):
                 res = self.model(
                     batch.src,
@@ -335,6 +328,25 @@ class Translator:
                     None if selfs is None else selfs[row, :, :, :s, :s].numpy(),
                 )
         return out  # type: ignore[return-value]
+
+    def forced_batches(
+        self, split: EncodedSplit
+    ) -> Iterator[tuple[Batch, list[int], list[int], list[int]]]:
+        """The split's batches for a forced pass, on the device, each with its pairs'
+        indices and their target and source lengths (EOS included), read from the
+        host's copy: no wait for the device."""
+        loader = make_loader(
+            split, self.batch_tokens, shuffle=False, seed=0, vocab=self._vocab(split)
+        )
+        for batch in loader:
+            tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
+            src_lengths, ids = batch.src_lengths.tolist(), batch.ids.tolist()
+            yield (
+                batch.to(self.device, non_blocking=True),
+                ids,
+                tgt_lengths,
+                src_lengths,
+            )
 
     def _knocked_attention(
         self, split: EncodedSplit, knockouts: Sequence[Knockout | None]

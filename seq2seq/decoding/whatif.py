@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from seq2seq.data.batching import collate, make_loader
+from seq2seq.data.batching import collate
 from seq2seq.data.pieces import word_pieces
 from seq2seq.data.splits import EncodedSplit
-from seq2seq.data.tokenizer import PAD_ID
 from seq2seq.decoding.forced import (
     Forced,
     StepStats,
@@ -47,13 +46,7 @@ def forced_passes(
     tr.model.eval()
     masks = tr.knockout_masks(split, knockouts)
     out: list[Forced | None] = [None] * len(split)
-    loader = make_loader(
-        split, tr.batch_tokens, shuffle=False, seed=0, vocab=tr._vocab(split)
-    )
-    for batch in loader:
-        tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
-        src_lengths, ids = batch.src_lengths.tolist(), batch.ids.tolist()
-        batch = batch.to(tr.device, non_blocking=True)
+    for batch, ids, tgt_lengths, src_lengths in tr.forced_batches(split):
         rows = None if masks is None else masks.batch(ids, tr.device)
         with autocast(tr.device, tr.amp_dtype):
             res = forced_outputs(
