@@ -168,7 +168,8 @@ def greedy_search(
         max_steps, limits = _limits(src_lengths, src_mask, settings)
         prev = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
         scores = torch.zeros(b, device=device)
-        pre_scores = torch.zeros(b, device=device)  # the prefixes' log-probabilities
+        # the prefixes' log-probabilities (nothing made without prefixes)
+        pre_scores = None if prefix is None else torch.zeros(b, device=device)
         lengths = torch.zeros(b, dtype=torch.long, device=device)
         # Finished sentences leave the decoder's batch at the next check, as in beam
         # search: the step runs only for the ``active`` ones, whose results are
@@ -184,7 +185,7 @@ def greedy_search(
                 log_probs = force_tokens(log_probs, forced)
             best, prev = log_probs.max(dim=-1)  # (n,)
             gain, token, weights = best.to(scores.dtype), prev, weights.float()
-            if forced is not None:
+            if forced is not None and pre_scores is not None:
                 pre_scores.index_add_(0, active, gain.where(forced != PAD_ID, 0.0))
             added = torch.ones_like(active)
             if every > 1:  # sentences done since the last check add nothing
@@ -206,16 +207,17 @@ def greedy_search(
                 state, prev, active = state.select(keep), prev[keep], active[keep]
                 done = done[keep]
         hyps = _greedy_hypotheses(tokens, rows, lengths, scores, src_lengths)
-        _set_prefix_scores([[h] for h in hyps], prefix, pre_scores)
+        if pre_scores is not None:
+            _set_prefix_scores([[h] for h in hyps], prefix, pre_scores)
         return hyps
 
 
 def _set_prefix_scores(
-    nbests: list[list[Hypothesis]], prefix: Tensor | None, scores: Tensor
+    nbests: list[list[Hypothesis]], prefix: Tensor | None, scores: Tensor | None
 ) -> None:
     """Give each sentence's hypotheses its prefix's log-probability ``scores (B,)``
     (nothing without prefixes)."""
-    if prefix is None:
+    if prefix is None or scores is None:
         return
     for hyps, score in zip(nbests, scores.tolist(), strict=True):
         for h in hyps:
@@ -392,8 +394,10 @@ def _beam_search(
     # A sentence done between two checks (every ``every`` steps) rides along: its
     # finished candidates are dropped and its live scores kept.
     active = torch.arange(b, device=device)
-    pre_scores = torch.zeros(b, device=device)  # the prefixes' log-probabilities
-    plen = None if prefix is None else prefix_lengths(prefix)
+    # the prefixes' log-probabilities and lengths (nothing made without prefixes)
+    pre_scores = plen = None
+    if prefix is not None:
+        pre_scores, plen = torch.zeros(b, device=device), prefix_lengths(prefix)
     for t in range(max_steps):
         n = active.numel()
         log_probs, state, weights = step(prev, state)
@@ -421,7 +425,8 @@ def _beam_search(
             )
         pool.add(*_scatter_rows((eos_pen, eos_raw), active, b, NEG_INF), t)
         scores = scores.index_copy(0, active, live)
-        if forced is not None:  # a prefix ending now: its beam is the first
+        if forced is not None and pre_scores is not None:  # a prefix ending now:
+            # its beam is the first
             pre_scores = torch.where(plen == t + 1, scores[:, 0], pre_scores)
         step_tokens, step_parents = _scatter_rows((tokens, parents), active, b, 0)
         hist.tokens.append(step_tokens)
