@@ -45,9 +45,16 @@ def test_align_draws_occlusion_beside_attention(
     out = run_align(cfg, tmp_path, translator, None)
     printed = capsys.readouterr().out
     assert "Spearman rho(attention, occlusion)" in printed
+    assert "Spearman rho(gradient, occlusion)" in printed  # each pair of the maps
     if fmt == "json":
         (record,) = json.loads(out.read_text())
         assert record["attribution_method"] == "occlusion"
+        assert set(record["correlations"]) == {
+            "attention~occlusion",
+            "attention~gradient",
+            "gradient~occlusion",
+        }
+        assert record["correlations"]["attention~occlusion"] == record["spearman"]
         split = translator.encode([TEXT])
         split = forced_split(split, [h.tokens for h in translator.hypotheses(split)])
         drops = occlusion_maps(translator, split)[0].numpy()

@@ -32,14 +32,30 @@ def shares(drops: np.ndarray) -> np.ndarray:
 
 
 def attach_occlusion(
-    translator: Translator, split: EncodedSplit, maps: Sequence[AttentionMap]
+    translator: Translator,
+    split: EncodedSplit,
+    maps: Sequence[AttentionMap],
+    gradients: Sequence[np.ndarray] | None = None,
 ) -> list[np.ndarray]:
     """Give each map of ``split``'s pairs its occlusion as the attribution (shares,
     ``attribution_method="occlusion"``) and the Spearman ρ of its weights and the
-    drops; returns the drops ``(T, S)`` per pair (nats)."""
+    drops; with each pair's gradient × input (``gradients``), the ρ of each pair of
+    the three maps in ``correlations``. Returns the drops ``(T, S)`` per pair
+    (nats)."""
     drops = [d.numpy() for d in occlusion_maps(translator, split)]
-    for att, drop in zip(maps, drops, strict=True):
+    for k, (att, drop) in enumerate(zip(maps, drops, strict=True)):
         att.attribution = shares(drop)
         att.attribution_method = OCCLUSION
         att.spearman = spearman(att.weights, drop)
+        if gradients is not None:
+            grad = gradients[k]
+            att.correlations = {
+                "attention~occlusion": _rho(att.spearman),
+                "attention~gradient": _rho(spearman(att.weights, grad)),
+                "gradient~occlusion": _rho(spearman(grad, drop)),
+            }
     return drops
+
+
+def _rho(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)

@@ -112,10 +112,17 @@ def collect(cfg: DictConfig, translator) -> list:
     kind = attribution_kind(cfg.attribution)
     if kind is None:
         return maps
-    if kind == OCCLUSION:
+    if kind == OCCLUSION:  # with one model, gradient × input for the ρ of each pair
         from seq2seq.alignment.occlusion import attach_occlusion
+        from seq2seq.model.seq2seq import Seq2Seq
 
-        attach_occlusion(translator, split, maps)
+        grads = None
+        if isinstance(translator.model, Seq2Seq):
+            pairs_ = zip(split.src_ids, split.tgt_ids, strict=True)
+            grads = [
+                model_attribution(translator, s, t).cpu().numpy() for s, t in pairs_
+            ]
+        attach_occlusion(translator, split, maps, grads)
         return maps
     on_self = AttentionView(cfg.view) == AttentionView.self
     for att, src, tgt in zip(maps, split.src_ids, split.tgt_ids, strict=True):
@@ -254,6 +261,10 @@ def say_spearman(items) -> None:
             rho = att.spearman
             what = OCCLUSION if att.attribution_method == OCCLUSION else "attribution"
             print(f"{att.title}: Spearman rho(attention, {what}) = {rho:.3f}")
+        for pair, value in (att.correlations or {}).items():
+            if pair != "attention~occlusion":
+                shown = "undefined" if value is None else f"{value:.3f}"
+                print(f"{att.title}: Spearman rho({pair.replace('~', ', ')}) = {shown}")
 
 
 def view_of(cfg: DictConfig, att):
