@@ -151,3 +151,19 @@ def test_method_agreement_on_gold(translator):
     assert report.agree["attention=occlusion"] == pytest.approx(same / report.n_words)
     assert all(0 <= v <= 1 for v in report.aer.values())
     assert "same argmax source word" in report.summary()
+
+
+def test_training_draws_occlusion_in_tensorboard(tmp_path):
+    from tests.test_train import _events, _trainer
+
+    trainer = _trainer(
+        tmp_path,
+        "run",
+        "trainer.valid_every=10",
+        "trainer.max_steps=10",
+        "trainer.alignment_occlusion=true",
+    )
+    trainer.fit()
+    acc = _events(tmp_path / "run")
+    assert [e.step for e in acc.Scalars("valid/spearman_occlusion")] == [10]
+    assert [e.step for e in acc.Images("alignment/0")] == [10]
