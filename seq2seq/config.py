@@ -359,6 +359,9 @@ class TrainerConfig:
     patience: int | None = None  # validations without improvement before stopping
     nonfinite: NonFinite = NonFinite.skip
     alignment_samples: int = 4  # validation sentences rendered as heatmaps
+    # draw each sample's occlusion beside its attention (a forced pass per sample
+    # of W + 1 rows, W its source words) and log their mean Spearman rho
+    alignment_occlusion: bool = False
     keep_last: int = 0  # also keep the last N validated checkpoints, for averaging
     resume: bool = False
     resume_from: str | None = None
@@ -495,6 +498,9 @@ class TranslateConfig(DecodeOptions):
     input: str | None = None  # a file; stdin when unset
     output: str | None = None  # a file; stdout when unset
     max_input_pieces: int = 250  # longer lines are truncated, with a warning
+    # a file of target prefixes, one per input line (blank: none): each translation
+    # starts with its line's prefix and continues it
+    prefixes: str | None = None
 
 
 @dataclass
@@ -515,6 +521,17 @@ class ServeConfig(DecodeOptions):
     max_queue: int = 256  # requests waiting at most; more are answered 503
     timeout_s: float = 30.0  # a request waiting and running longer is answered 503
     max_body_bytes: int = 1048576  # larger request bodies are answered 413
+
+
+@dataclass
+class KnockoutConfig:
+    """What ``seq2seq-align`` knocks out: source words (indices of the whitespace
+    words, from 0), cross-attention heads, encoder self-attention heads as
+    ``[layer, head]`` pairs."""
+
+    words: list[int] = field(default_factory=list)
+    heads: list[int] = field(default_factory=list)
+    self_heads: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
@@ -539,7 +556,12 @@ class AlignConfig(DecodeOptions):
     symmetrize: Symmetrize = Symmetrize.geometric
     # with reverse_checkpoint: lexicon, floor and add of the two-way readout
     two_way: TwoWayReadout = field(default_factory=TwoWayReadout)
-    attribution: bool = False  # add gradient × input and its Spearman correlation
+    # true (or gradient): gradient × input beside the attention; occlusion: how much
+    # each written piece's log-probability drops without each source word; with
+    # their Spearman correlation with the attention
+    attribution: Any = False
+    # decode and draw with these knocked out (decoding/knockout.py)
+    knockout: KnockoutConfig = field(default_factory=KnockoutConfig)
     # cross: the decoder's attention over the source; self: the encoder's
     # self-attention (source on both axes), of layer `layer` (None: the last)
     view: AttentionView = AttentionView.cross

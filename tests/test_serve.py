@@ -363,7 +363,7 @@ def test_a_failing_request_leaves_the_server_serving(translator, monkeypatch):
     run = engine.run
 
     def broken(key, payloads):
-        if any("boom" in p for p in payloads):
+        if any("boom" in texts for texts, _prefixes in payloads):
             raise RuntimeError("a bug")
         return run(key, payloads)
 

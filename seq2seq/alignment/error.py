@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from seq2seq.alignment.links import Link, aer, parse_pharaoh
-from seq2seq.alignment.words import argmax_links, regroup, word_matrix
+from seq2seq.alignment.words import argmax_links, pair_pieces, word_matrix
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.decoding.translator import ForcedAttention, Translator
 
@@ -65,14 +65,11 @@ def word_readouts(
     tokenizer = translator.tokenizer
     out: list[Readouts | None] = []
     for k, w in enumerate(matrices):
-        src = tokenizer.src_pieces(list(split.src_ids[k]))
-        tgt = tokenizer.tgt_pieces(list(split.tgt_ids[k]))
-        if (
-            regroup(src, split.src_text[k]) is None
-            or regroup(tgt, split.tgt_text[k]) is None
-        ):
+        pieces = pair_pieces(tokenizer, split, k)
+        if pieces is None:
             out.append(None)
             continue
+        src, tgt = pieces
         now, later = word_matrix(w, src, tgt), word_matrix(w, src, tgt, shifted=True)
         out.append(Readouts(argmax_links(now), argmax_links(later), now, later))
     return out

@@ -7,6 +7,11 @@ way on the same corpus) it writes the two directions' word links combined by
 ``symmetrize``. Attention weights describe how the model mixed the source states; they
 are not a causal explanation of its output.
 
+``attribution=occlusion`` draws occlusion (``alignment/occlusion.py``) where
+``attribution=true`` draws gradient × input; ``knockout.words=[...]`` (``heads``,
+``self_heads``) decodes and draws the model with those parts knocked out and says how
+the log-probability of its own translation changed.
+
 ``cli/align.py`` checks the settings, loads the translators and calls ``run_align``;
 the settings are its config (``AlignConfig``), read here by key.
 """
@@ -15,17 +20,42 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
 from seq2seq.config import AlignFormat, AttentionView
-from seq2seq.errors import InputError
+from seq2seq.errors import ConfigValueError, InputError
 
 if TYPE_CHECKING:
     from seq2seq.decoding.translator import Translator
 
 log = logging.getLogger(__name__)
+
+GRADIENT, OCCLUSION = "gradient", "occlusion"
+ATTRIBUTIONS = {True: GRADIENT, "true": GRADIENT, GRADIENT: GRADIENT}
+ATTRIBUTIONS[OCCLUSION] = OCCLUSION
+
+
+def attribution_kind(value: Any) -> str | None:
+    """``attribution=``'s method: None (false), ``gradient`` (true) or
+    ``occlusion``; anything else is a ``ConfigValueError``."""
+    if value is None or value is False or value == "false":
+        return None
+    if isinstance(value, bool | str) and value in ATTRIBUTIONS:
+        return ATTRIBUTIONS[value]
+    raise ConfigValueError(
+        f"attribution={value}: give true (gradient × input), occlusion or false"
+    )
+
+
+def knockout_of(cfg: DictConfig):
+    """``knockout.*`` as a ``Knockout``, or None when it knocks nothing out."""
+    from seq2seq.decoding.knockout import Knockout
+
+    ko = cfg.knockout
+    pairs = tuple((int(x), int(h)) for x, h in ko.self_heads)
+    return Knockout(tuple(ko.words), tuple(ko.heads), pairs) or None
 
 
 def _sentences(cfg: DictConfig, translator):
@@ -56,7 +86,8 @@ def pairs(cfg: DictConfig, translator):
     split, titles = _sentences(cfg, translator)
     forced = cfg.reference is not None or (cfg.split is not None and cfg.references)
     if not forced:
-        hyps = translator.hypotheses(split)
+        kos = _knockouts(cfg, len(split))
+        hyps = [hs[0] for hs in translator.search(split, None, kos)]
         split = forced_split(split, [h.tokens for h in hyps])
         split.tgt_text = translator.detokenize(hyps)
     return split, titles, forced
@@ -73,8 +104,25 @@ def collect(cfg: DictConfig, translator) -> list:
     )
 
     split, titles, forced = pairs(cfg, translator)
-    maps = translator.attention_maps(split, titles, forced and cfg.text is None)
-    if not cfg.attribution:
+    kos = _knockouts(cfg, len(split))
+    gold = forced and cfg.text is None
+    maps = translator.attention_maps(split, titles, gold, knockouts=kos)
+    if kos is not None:
+        _say_knockout(cfg, translator, split if forced else None, titles)
+    kind = attribution_kind(cfg.attribution)
+    if kind is None:
+        return maps
+    if kind == OCCLUSION:  # with one model, gradient × input for the ρ of each pair
+        from seq2seq.alignment.occlusion import attach_occlusion
+        from seq2seq.model.seq2seq import Seq2Seq
+
+        grads = None
+        if isinstance(translator.model, Seq2Seq):
+            pairs_ = zip(split.src_ids, split.tgt_ids, strict=True)
+            grads = [
+                model_attribution(translator, s, t).cpu().numpy() for s, t in pairs_
+            ]
+        attach_occlusion(translator, split, maps, grads)
         return maps
     on_self = AttentionView(cfg.view) == AttentionView.self
     for att, src, tgt in zip(maps, split.src_ids, split.tgt_ids, strict=True):
@@ -85,6 +133,36 @@ def collect(cfg: DictConfig, translator) -> list:
             att.attribution = model_attribution(translator, src, tgt).cpu().numpy()
             att.spearman = spearman(att.weights, att.attribution)
     return maps
+
+
+def _knockouts(cfg: DictConfig, n: int) -> list | None:
+    ko = knockout_of(cfg)
+    return None if ko is None else [ko] * n
+
+
+def _say_knockout(
+    cfg: DictConfig, translator: Translator, forced, titles: list[str]
+) -> None:
+    """Print, per pair, how the knock-out changed the log-probability of the
+    model's own translation (or of the forced reference, ``forced``)."""
+    from seq2seq.decoding.maps import forced_split
+    from seq2seq.decoding.whatif import log_probabilities
+
+    ko = knockout_of(cfg)
+    if forced is None:
+        split, _ = _sentences(cfg, translator)
+        hyps = translator.hypotheses(split)
+        forced = forced_split(split, [h.tokens for h in hyps])
+        forced.tgt_text = translator.detokenize(hyps)
+    before = log_probabilities(translator, forced)
+    after = log_probabilities(translator, forced, [ko] * len(forced))
+    what = "reference" if cfg.reference is not None or cfg.references else "original"
+    for k, title in enumerate(titles):
+        print(
+            f"{title}: knocked out {ko.describe()}: log p({what} "
+            f"{forced.tgt_text[k]!r}) {before[k]:.3f} -> {after[k]:.3f} "
+            f"({after[k] - before[k]:+.3f})"
+        )
 
 
 def symmetrized_lines(cfg: DictConfig, forward, reverse) -> list[str]:
@@ -178,11 +256,17 @@ def run_align(
 
 
 def say_spearman(items) -> None:
-    """Each map's Spearman ρ between its weights and its attribution, when asked."""
+    """Each map's Spearman ρ between its weights and its attribution (or
+    occlusion), when asked."""
     for att in items:
         if att.spearman is not None:
             rho = att.spearman
-            print(f"{att.title}: Spearman rho(attention, attribution) = {rho:.3f}")
+            what = OCCLUSION if att.attribution_method == OCCLUSION else "attribution"
+            print(f"{att.title}: Spearman rho(attention, {what}) = {rho:.3f}")
+        for pair, value in (att.correlations or {}).items():
+            if pair != "attention~occlusion":
+                shown = "undefined" if value is None else f"{value:.3f}"
+                print(f"{att.title}: Spearman rho({pair.replace('~', ', ')}) = {shown}")
 
 
 def view_of(cfg: DictConfig, att):

@@ -1,12 +1,11 @@
 """Pieces → words: the one place where SentencePiece pieces are grouped into
 whitespace words, for AER, guided alignment, the exports, the heatmaps and the viewer.
 
-A piece starting with ``▁`` starts a word; control pieces (``</s>``) are never words.
+The grouping itself (``group_pieces``, ``word_pieces``) is ``data/pieces.py``'s.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -15,40 +14,25 @@ import numpy as np
 
 from seq2seq.alignment.links import Link
 from seq2seq.alignment.maps import AttentionMap, as_matrix, as_numpy
-
-WORD_START = "\u2581"  # SentencePiece's "▁": the piece starts a new word
-_SPECIAL = re.compile(r"^<[^<>\s]+>$")  # </s>, <s>, <pad>, <unk>
-
-
-def is_special(piece: str) -> bool:
-    """True for control pieces such as ``</s>``, ``<s>``, ``<pad>``, ``<unk>``."""
-    return bool(_SPECIAL.match(piece))
+from seq2seq.data.pieces import (
+    WORD_START,
+    group_pieces,
+    is_special,
+    word_pieces,
+)
 
 
-def group_pieces(pieces: Sequence[str]) -> list[tuple[str, list[int]]]:
-    """Group SentencePiece pieces into words: ``[(word, [piece indices]), ...]``.
-
-    A piece starting with ``▁`` starts a word; others continue the previous word.
-    A special piece (``</s>``) is a group of its own; the piece after it starts a word.
-    """
-    groups: list[tuple[str, list[int]]] = []
-    open_word = False
-    for k, piece in enumerate(pieces):
-        if is_special(piece):
-            groups.append((piece, [k]))
-            open_word = False
-        elif piece.startswith(WORD_START) or not open_word:
-            groups.append((piece, [k]))
-            open_word = True
-        else:
-            text, idx = groups[-1]
-            groups[-1] = (text + piece, [*idx, k])
-    return [(_word_text(text), idx) for text, idx in groups]
-
-
-def word_pieces(pieces: Sequence[str]) -> list[list[int]]:
-    """Piece indices of each whitespace word (control pieces are not words)."""
-    return [idx for text, idx in group_pieces(pieces) if not is_special(text)]
+def pair_pieces(
+    tokenizer: Any, split: Any, k: int
+) -> tuple[list[str], list[str]] | None:
+    """Pair ``k`` of ``split`` as source and target pieces, or None when they do not
+    regroup into its texts' words (``regroup``): what AER and the method comparisons
+    read word by word."""
+    src = tokenizer.src_pieces(list(split.src_ids[k]))
+    tgt = tokenizer.tgt_pieces(list(split.tgt_ids[k]))
+    if regroup(src, split.src_text[k]) is None:
+        return None
+    return None if regroup(tgt, split.tgt_text[k]) is None else (src, tgt)
 
 
 def regroup(pieces: Sequence[str], text: str) -> list[list[int]] | None:
@@ -65,11 +49,6 @@ def word_groups(tokens: Sequence[str]) -> list[list[int]]:
     if any(t.startswith(WORD_START) for t in tokens):
         return word_pieces(tokens)
     return [[k] for k, t in enumerate(tokens) if not is_special(t)]
-
-
-def _word_text(text: str) -> str:
-    stripped = text.replace(WORD_START, "")
-    return stripped if stripped else WORD_START
 
 
 def word_matrix(

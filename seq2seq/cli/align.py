@@ -16,6 +16,12 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from seq2seq.alignment.pipeline import (
+    GRADIENT,
+    OCCLUSION,
+    attribution_kind,
+    knockout_of,
+)
 from seq2seq.cli.app import command, load_reverse, load_translator, run_dir
 from seq2seq.cli.checks import (
     check_decoding_overrides,
@@ -58,9 +64,15 @@ def check_align(cfg: DictConfig) -> None:
         cfg.index is None or cfg.split is not None,
         "index= picks pairs of a split: give split=NAME too",
     )
+    kind = attribution_kind(cfg.attribution)
     require(
-        not (cfg.attribution and len(checkpoint_paths(cfg.checkpoint)) > 1),
+        not (kind == GRADIENT and len(checkpoint_paths(cfg.checkpoint)) > 1),
         "attribution=true explains one model: give one checkpoint, not an ensemble",
+    )
+    require(
+        not (kind and knockout_of(cfg)),
+        f"attribution={cfg.attribution} explains the whole model: drop it or the "
+        "knockout",
     )
     negative = [i for i in cfg.index or [] if i < 0]
     require(not negative, f"index={list(cfg.index or [])}: indices count from 0")
@@ -87,6 +99,11 @@ def _check_view(cfg: DictConfig) -> None:
         not (cfg.attribution and AlignFormat(cfg.format) == AlignFormat.html),
         "view=self attribution=true draws in format=png, terminal, json or npy; the "
         "html page shows the cross-attention's attribution",
+    )
+    require(
+        attribution_kind(cfg.attribution) != OCCLUSION,
+        "attribution=occlusion knocks out source words for the decoder's "
+        "cross-attention: give view=cross",
     )
     require(
         len(checkpoint_paths(cfg.checkpoint)) == 1,
@@ -143,6 +160,11 @@ def _check_two_way_output(cfg: DictConfig) -> None:
     require(
         not cfg.attribution,
         "attribution=true explains one model's attention; reverse_checkpoint= "
+        "writes links of two: drop one",
+    )
+    require(
+        knockout_of(cfg) is None,
+        "knockout= decodes one model with parts knocked out; reverse_checkpoint= "
         "writes links of two: drop one",
     )
 

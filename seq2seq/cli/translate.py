@@ -5,7 +5,9 @@ with a warning. Input is read as bytes and decoded strictly: a line that is not 
 stops the command with an error naming the line (nothing is guessed or replaced).
 When standard input is a terminal, each line is translated as soon as it is typed
 and the translation flushed (interactive mode); piped input and files are translated
-in one batched pass, which is much faster per line.
+in one batched pass, which is much faster per line. ``prefixes=FILE`` gives each
+input line a target prefix (the file's line of the same number; a blank line: none):
+its translation starts with it and continues it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def check_translate(cfg: DictConfig) -> None:
     check_values(cfg, "", {"max_input_pieces": AT_LEAST_1})
     if cfg.input is not None:
         require_file("input", cfg.input, "leave input unset to read standard input")
+    if cfg.prefixes is not None:
+        require_file("prefixes", cfg.prefixes, "give one prefix per input line")
 
 
 def decode_line(raw: bytes, where: str, number: int) -> str:
@@ -61,10 +65,15 @@ def read_input(path: str | None) -> list[str]:
 
 
 def translate_lines(
-    translator, lines: list[str], max_pieces: int, first_line: int = 1
+    translator,
+    lines: list[str],
+    max_pieces: int,
+    first_line: int = 1,
+    prefixes: list[str] | None = None,
 ) -> list[str]:
     """Translate each line; empty lines stay empty, over-long ones are truncated
-    (the warning counts lines from ``first_line``)."""
+    (the warning counts lines from ``first_line``); ``prefixes``: one per line,
+    each translation starts with its line's (blank: none)."""
     keep = [i for i, line in enumerate(lines) if line.strip()]
     split = translator.encode([lines[i].strip() for i in keep])
     for row, ids in enumerate(split.src_ids):
@@ -79,7 +88,12 @@ def translate_lines(
             split.src_ids[row] = ids[:max_pieces]
     out = [""] * len(lines)
     if keep:
-        texts = translator.detokenize(translator.hypotheses(split))
+        ids = None
+        if prefixes is not None:
+            names = [f"line {i + first_line}" for i in keep]
+            ids = translator.prefix_ids(split, [prefixes[i] for i in keep], names)
+        hyps = [hs[0] for hs in translator.search(split, ids)]
+        texts = translator.detokenize(hyps)
         for i, text in zip(keep, texts, strict=True):
             out[i] = text
     return out
@@ -108,7 +122,13 @@ def translate_file(cfg: DictConfig) -> list[str]:
     from seq2seq.data.splits import write_lines
 
     translator = load_translator(cfg)
+    prefixes = None if cfg.prefixes is None else read_input(cfg.prefixes)
     if cfg.input is None and sys.stdin.isatty():
+        if prefixes is not None:
+            raise InputError(
+                "prefixes=FILE pairs its lines with the input's: give input=FILE or "
+                "pipe the input in"
+            )
         if not cfg.output:
             return translate_interactively(translator, cfg.max_input_pieces, sys.stdout)
         # line by line as typed (not atomic: each line is the user's to keep)
@@ -119,7 +139,13 @@ def translate_file(cfg: DictConfig) -> list[str]:
         except OSError as err:
             raise_if_refused(err, cfg.output, "translations", ELSEWHERE)
             raise
-    out = translate_lines(translator, read_input(cfg.input), cfg.max_input_pieces)
+    lines = read_input(cfg.input)
+    if prefixes is not None and len(prefixes) != len(lines):
+        raise InputError(
+            f"prefixes={cfg.prefixes} has {len(prefixes)} lines for {len(lines)} "
+            "input lines: give one prefix per input line (a blank line for none)"
+        )
+    out = translate_lines(translator, lines, cfg.max_input_pieces, 1, prefixes)
     if cfg.output:
         write_lines(Path(cfg.output), out, "translations", ELSEWHERE)
     else:

@@ -4,6 +4,9 @@
 greedy and beam search, ``ensemble`` decodes models of one vocabulary as one,
 ``maps`` turns forced attention into maps (``AttentionMap``), ``scores`` is
 sacreBLEU, and ``translator`` bundles a model with all it needs (the Python API).
+The what-ifs: ``prefix`` (target prefixes the searches continue), ``knockout``
+(source words and heads knocked out), ``forced`` (forced passes under them, each
+step's distribution, occlusion) and ``whatif`` (those on a ``Translator``).
 The search's speed machinery: ``shortcuts`` (the step a search runs, with fewer
 FLOPs), ``vocab`` (the vocabulary projection in bf16 or int8) and ``quantized`` (the
 int8 kernels). It imports ``config``, ``data`` and ``model``.

@@ -42,7 +42,9 @@ class AttentionMap:
     ``src_tokens`` on both axes (rows: the querying source token, columns: the
     attended one), for a model with self-attention blocks; self_attribution, the
     same shape, each head's attention attribution (``alignment/attribution.py``),
-    when asked for; attribution_method names the attribution's method."""
+    when asked for; attribution_method names the attribution's method;
+    correlations, the Spearman ρ of each pair of maps computed (attention,
+    gradient × input, occlusion), when more than one attribution was."""
 
     src_tokens: list[str]
     tgt_tokens: list[str]
@@ -55,6 +57,8 @@ class AttentionMap:
     self_attention: np.ndarray | None = None
     self_attribution: np.ndarray | None = None
     attribution_method: str = "gradient × input"
+    # the Spearman ρ of each pair of maps computed ("attention~occlusion", ...)
+    correlations: dict[str, float | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record (lists, no NaN); optional parts only when present."""
@@ -77,6 +81,8 @@ class AttentionMap:
             record["self_attention"] = np.asarray(self.self_attention).tolist()
         if self.self_attribution is not None:
             record["self_attribution"] = np.asarray(self.self_attribution).tolist()
+        if self.correlations is not None:
+            record["correlations"] = dict(self.correlations)
         return record
 
 

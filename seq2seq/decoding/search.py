@@ -39,6 +39,8 @@ from torch import Tensor, nn
 from seq2seq.config import DecodeConfig, Stop
 from seq2seq.config_checks import check_decode
 from seq2seq.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.decoding.knockout import KnockoutMasks, start_state
+from seq2seq.decoding.prefix import force_tokens, forced_at, prefix_lengths
 from seq2seq.decoding.settings import decode_settings, output_limits
 from seq2seq.decoding.shortcuts import StepFn, search_step
 from seq2seq.decoding.vocab import (
@@ -54,12 +56,15 @@ NEG_INF = float("-inf")
 class Hypothesis:
     """tokens (ending with EOS when finished); score (beam: length-penalised
     log-probability; greedy: the plain sum of log-probabilities); attention
-    ``(len(tokens), S_real)``, one row per generated token, the EOS row included."""
+    ``(len(tokens), S_real)``, one row per generated token, the EOS row included;
+    prefix_score: the summed log-probability of a given target prefix (its pieces
+    begin ``tokens``), None without one."""
 
     tokens: list[int]
     score: float
     attention: Tensor
     finished: bool
+    prefix_score: float | None = None
 
 
 def coverage_penalty(coverage: Tensor, mask: Tensor, beta: float) -> Tensor:
@@ -144,21 +149,27 @@ def greedy_search(
     settings: DecodeConfig | None = None,
     step: StepFn | None = None,
     check_every: int | None = None,
+    prefix: Tensor | None = None,
+    knockout: KnockoutMasks | None = None,
 ) -> list[Hypothesis]:
     """Argmax decoding of a batch: src ``(B, S)``, src_lengths ``(B,)`` (CPU), src_mask
     ``(B, S)`` → one ``Hypothesis`` per sentence, in batch order. Of ``settings``
     only the output limit counts; ``step`` (None: a ``search_step`` of its own, fp32)
     is the run's step function; ``check_every`` (None: ``check_interval``) the steps
-    between the host's checks of which sentences are still searching."""
+    between the host's checks of which sentences are still searching. ``prefix``
+    ``(B, P)`` (``prefix.pad_prefixes``): target pieces each sentence starts with;
+    ``knockout``: what to knock out of the model (``knockout.KnockoutMasks``)."""
     settings = decode_settings() if settings is None else settings
     with _eval_mode(model):
         step = search_step(model) if step is None else step
         b, device = src.size(0), src.device
         every = check_interval(device) if check_every is None else check_every
-        state = model.init_state(model.encode(src, src_lengths, src_mask))
+        state = start_state(model, src, src_lengths, src_mask, knockout)
         max_steps, limits = _limits(src_lengths, src_mask, settings)
         prev = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
         scores = torch.zeros(b, device=device)
+        # the prefixes' log-probabilities (nothing made without prefixes)
+        pre_scores = None if prefix is None else torch.zeros(b, device=device)
         lengths = torch.zeros(b, dtype=torch.long, device=device)
         # Finished sentences leave the decoder's batch at the next check, as in beam
         # search: the step runs only for the ``active`` ones, whose results are
@@ -168,8 +179,14 @@ def greedy_search(
         tokens, rows = [], []
         for t in range(max_steps):
             log_probs, state, weights = step(prev, state)
-            best, prev = _mask_specials(log_probs).max(dim=-1)  # (n,)
+            log_probs = _mask_specials(log_probs)
+            forced = forced_at(prefix, t, active)
+            if forced is not None:
+                log_probs = force_tokens(log_probs, forced)
+            best, prev = log_probs.max(dim=-1)  # (n,)
             gain, token, weights = best.to(scores.dtype), prev, weights.float()
+            if forced is not None and pre_scores is not None:
+                pre_scores.index_add_(0, active, gain.where(forced != PAD_ID, 0.0))
             added = torch.ones_like(active)
             if every > 1:  # sentences done since the last check add nothing
                 added = (~done).long()
@@ -189,7 +206,22 @@ def greedy_search(
             if keep.numel() < done.numel():  # else the state stays, without copies
                 state, prev, active = state.select(keep), prev[keep], active[keep]
                 done = done[keep]
-        return _greedy_hypotheses(tokens, rows, lengths, scores, src_lengths)
+        hyps = _greedy_hypotheses(tokens, rows, lengths, scores, src_lengths)
+        if pre_scores is not None:
+            _set_prefix_scores([[h] for h in hyps], prefix, pre_scores)
+        return hyps
+
+
+def _set_prefix_scores(
+    nbests: list[list[Hypothesis]], prefix: Tensor | None, scores: Tensor | None
+) -> None:
+    """Give each sentence's hypotheses its prefix's log-probability ``scores (B,)``
+    (nothing without prefixes)."""
+    if prefix is None or scores is None:
+        return
+    for hyps, score in zip(nbests, scores.tolist(), strict=True):
+        for h in hyps:
+            h.prefix_score = score
 
 
 def _greedy_hypotheses(
@@ -309,18 +341,21 @@ def beam_search(
     settings: DecodeConfig,
     step: StepFn | None = None,
     check_every: int | None = None,
+    prefix: Tensor | None = None,
+    knockout: KnockoutMasks | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch → per sentence the ``settings.n_best`` hypotheses,
     best first (see the module docstring): ``beam_size`` K, ``length_penalty`` the
     GNMT α, ``coverage_penalty`` its β, ``stop`` the rule (``Stop``: bound, best),
     the output limit. ``settings`` are checked (``check_decode``: n_best ≤ K, the
-    ranges); ``step`` and ``check_every`` as in ``greedy_search``."""
+    ranges); ``step``, ``check_every``, ``prefix`` and ``knockout`` as in
+    ``greedy_search``: a prefix is the one live beam until it ends."""
     check_decode(settings)
     every = check_interval(src.device) if check_every is None else check_every
     with _eval_mode(model):
         step = search_step(model) if step is None else step
         args = (src, src_lengths, src_mask)
-        return _beam_search(model, step, *args, settings, every)
+        return _beam_search(model, step, *args, settings, every, prefix, knockout)
 
 
 def _beam_search(
@@ -331,6 +366,8 @@ def _beam_search(
     src_mask: Tensor,
     settings: DecodeConfig,
     every: int,
+    prefix: Tensor | None = None,
+    knockout: KnockoutMasks | None = None,
 ) -> list[list[Hypothesis]]:
     k, alpha, n_best = settings.beam_size, settings.length_penalty, settings.n_best
     stop_best = Stop(settings.stop) == Stop.best
@@ -339,7 +376,7 @@ def _beam_search(
     b, device = src.size(0), src.device
     # The K beams of a sentence are identical until the first step has run: it runs
     # once per sentence, and its results are repeated for the K beams.
-    state = model.init_state(model.encode(src, src_lengths, src_mask))
+    state = start_state(model, src, src_lengths, src_mask, knockout)
     expand = torch.arange(b, device=device).repeat_interleave(k)
     max_steps, limits = _limits(src_lengths, src_mask, settings)
     scores = torch.full((b, k), NEG_INF, device=device)
@@ -357,13 +394,21 @@ def _beam_search(
     # A sentence done between two checks (every ``every`` steps) rides along: its
     # finished candidates are dropped and its live scores kept.
     active = torch.arange(b, device=device)
+    # the prefixes' log-probabilities and lengths (nothing made without prefixes)
+    pre_scores = plen = None
+    if prefix is not None:
+        pre_scores, plen = torch.zeros(b, device=device), prefix_lengths(prefix)
     for t in range(max_steps):
         n = active.numel()
         log_probs, state, weights = step(prev, state)
         if t == 0:  # K beams per sentence from here on; keys stay one per sentence
             log_probs, weights = log_probs[expand], weights[expand]
             state = state.select_beams(expand)
-        log_probs = _mask_specials(log_probs).view(n, k, -1)
+        log_probs = _mask_specials(log_probs)
+        forced = forced_at(prefix, t, active)
+        if forced is not None:  # one live beam: the prefix (module prefix.py)
+            log_probs = force_tokens(log_probs, forced.repeat_interleave(k))
+        log_probs = log_probs.view(n, k, -1)
         eos_pen, eos_raw, live, idx = _step_candidates(
             log_probs, scores[active], alpha, t + 1
         )
@@ -380,6 +425,9 @@ def _beam_search(
             )
         pool.add(*_scatter_rows((eos_pen, eos_raw), active, b, NEG_INF), t)
         scores = scores.index_copy(0, active, live)
+        if forced is not None and pre_scores is not None:  # a prefix ending now:
+            # its beam is the first
+            pre_scores = torch.where(plen == t + 1, scores[:, 0], pre_scores)
         step_tokens, step_parents = _scatter_rows((tokens, parents), active, b, 0)
         hist.tokens.append(step_tokens)
         hist.parents.append(step_parents)
@@ -409,7 +457,9 @@ def _beam_search(
         state, prev, active = _continue(state, cover, tokens, parents, active, keep)
     hist.freeze()
     ends = (end_step, end_scores, end_pens)
-    return _collect(hist, pool, ends, src_lengths, alpha, n_best)
+    nbests = _collect(hist, pool, ends, src_lengths, alpha, n_best)
+    _set_prefix_scores(nbests, prefix, pre_scores)
+    return nbests
 
 
 def _continue(
@@ -506,13 +556,17 @@ def translate_batch(
     batch: Any,
     settings: DecodeConfig,
     step: StepFn | None = None,
+    prefix: Tensor | None = None,
+    knockout: KnockoutMasks | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode a ``Batch`` with ``settings``: greedy when ``beam_size == 1`` (one
     hypothesis per sentence), else beam search with ``n_best`` hypotheses; ``step``
-    None: ``run_step``'s for this batch alone."""
+    None: ``run_step``'s for this batch alone; ``prefix`` and ``knockout`` as in
+    ``greedy_search``."""
     args = (batch.src, batch.src_lengths, batch.src_mask)
     if step is None:
         step = run_step(model, settings, batch.src.device)
+    extra = {"prefix": prefix, "knockout": knockout}
     if settings.beam_size <= 1:
-        return [[h] for h in greedy_search(model, *args, settings, step)]
-    return beam_search(model, *args, settings, step)
+        return [[h] for h in greedy_search(model, *args, settings, step, **extra)]
+    return beam_search(model, *args, settings, step, **extra)

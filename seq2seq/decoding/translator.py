@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,18 +23,27 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.config import DecodeConfig, DecodeOptions, TrainConfig
-from seq2seq.data.batching import VocabCheck, make_loader
+from seq2seq.data.batching import Batch, VocabCheck, make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.data.tokenizer import PAD_ID, Tokenizer
 from seq2seq.decoding.ensemble import Ensemble
+from seq2seq.decoding.knockout import (
+    Knockout,
+    KnockoutMasks,
+    Knockouts,
+    per_text,
+    split_masks,
+)
 from seq2seq.decoding.maps import (
     AttentionMap,
     ForcedAttention,
     forced_split,
     piece_maps,
 )
+from seq2seq.decoding.prefix import batch_prefixes, prefix_ids
 from seq2seq.decoding.search import Hypothesis, run_step, translate_batch
 from seq2seq.decoding.settings import decode_settings
+from seq2seq.decoding.whatif import forced_passes
 from seq2seq.errors import InputError
 from seq2seq.model.checkpoint import load_checkpoint
 from seq2seq.model.device import autocast, resolve_precision, select_device
@@ -130,13 +139,30 @@ class Translator:
     def detokenize(self, hyps: Sequence[Hypothesis]) -> list[str]:
         return [self.tokenizer.decode_tgt(h.tokens) for h in hyps]
 
-    def translate(self, texts: Sequence[str]) -> list[str]:
-        """One translation per text, in order; empty or blank texts stay empty."""
-        return [nbest[0][0] if nbest else "" for nbest in self.nbest(texts, n=1)]
+    def translate(
+        self,
+        texts: Sequence[str],
+        prefixes: Sequence[str | None] | None = None,
+        knockouts: Knockouts = None,
+    ) -> list[str]:
+        """One translation per text, in order; empty or blank texts stay empty.
+        ``prefixes`` and ``knockouts`` as in ``nbest``."""
+        found = self.nbest(texts, 1, prefixes, knockouts)
+        return [nbest[0][0] if nbest else "" for nbest in found]
 
-    def nbest(self, texts: Sequence[str], n: int = 1) -> list[list[tuple[str, float]]]:
+    def nbest(
+        self,
+        texts: Sequence[str],
+        n: int = 1,
+        prefixes: Sequence[str | None] | None = None,
+        knockouts: Knockouts = None,
+    ) -> list[list[tuple[str, float]]]:
         """Per text its ``n`` best translations with their scores, best first (beam
-        search with ``n_best=n``; greedy gives one); blank texts get ``[]``."""
+        search with ``n_best=n``; greedy gives one); blank texts get ``[]``.
+        ``prefixes``: per text a target prefix (detokenized text, encoded as the
+        target side is; None or "" for none) that every translation starts with;
+        ``knockouts``: one ``Knockout`` for every text, or one per text (None for
+        none): what to knock out of the model (``decoding/knockout.py``)."""
         keep = [i for i, text in enumerate(texts) if text.strip()]
         out: list[list[tuple[str, float]]] = [[] for _ in texts]
         if not keep:
@@ -145,7 +171,11 @@ class Translator:
         translator = self
         if n > 1:
             translator = self.with_decoding(n_best=n, beam_size=max(n, self.beam_size))
-        for i, hyps in zip(keep, translator.search(split), strict=True):
+        pre = None if prefixes is None else [prefixes[i] for i in keep]
+        kos = per_text(knockouts, len(texts))
+        kos = None if kos is None else [kos[i] for i in keep]
+        found = translator.search(split, translator.prefix_ids(split, pre), kos)
+        for i, hyps in zip(keep, found, strict=True):
             out[i] = [
                 (text, h.score)
                 for text, h in zip(translator.detokenize(hyps), hyps, strict=True)
@@ -153,15 +183,33 @@ class Translator:
         return out
 
     def attention(
-        self, texts: Sequence[str], references: Sequence[str] | None = None
+        self,
+        texts: Sequence[str],
+        references: Sequence[str] | None = None,
+        prefixes: Sequence[str | None] | None = None,
+        knockouts: Knockouts = None,
     ) -> list[AttentionMap]:
         """One ``AttentionMap`` per text: where the model looked while writing its
         own translation (search, then forced through it), or, given ``references``,
-        while reading them (forced); piece tokens, ``</s>`` last on both sides."""
+        while reading them (forced); piece tokens, ``</s>`` last on both sides.
+        ``prefixes`` and ``knockouts`` as in ``nbest`` (the attention is the
+        knocked-out model's)."""
         split = self.encode(texts, references)
+        kos = per_text(knockouts, len(texts))
         if references is None:
-            split = forced_split(split, [h.tokens for h in self.hypotheses(split)])
-        return self.attention_maps(split)
+            found = self.search(split, self.prefix_ids(split, prefixes), kos)
+            split = forced_split(split, [hs[0].tokens for hs in found])
+        return self.attention_maps(split, knockouts=kos)
+
+    def prefix_ids(
+        self,
+        split: EncodedSplit,
+        prefixes: Sequence[str | Sequence[int] | None] | None,
+        names: Sequence[str] | None = None,
+    ) -> list[list[int]] | None:
+        """Each pair's prefix (text, target ids, or None) as target ids, checked
+        against its output limit (``prefix.prefix_ids``)."""
+        return prefix_ids(self.tokenizer, self.decode, split, prefixes, names)
 
     @property
     def beam_size(self) -> int:
@@ -169,9 +217,17 @@ class Translator:
 
     # ------------------------------------------------------------------- splits
     @torch.inference_mode()
-    def search(self, split: EncodedSplit) -> list[list[Hypothesis]]:
-        """Per pair of ``split``, in its order, the n-best hypotheses, best first."""
+    def search(
+        self,
+        split: EncodedSplit,
+        prefixes: Sequence[Sequence[int]] | None = None,
+        knockouts: Sequence[Knockout | None] | None = None,
+    ) -> list[list[Hypothesis]]:
+        """Per pair of ``split``, in its order, the n-best hypotheses, best first;
+        ``prefixes`` per pair its target prefix ids (``prefix_ids``), ``knockouts``
+        per pair its knock-out (None: none)."""
         self.model.eval()
+        masks = self.knockout_masks(split, knockouts)
         # one step for the whole run: built from the weights as they are now
         step = run_step(self.model, self.decode, self.device)
         out: list[list[Hypothesis] | None] = [None] * len(split)
@@ -181,11 +237,22 @@ class Translator:
         for batch in loader:
             ids = batch.ids.tolist()  # from the host's copy: no wait for the device
             batch = batch.to(self.device, non_blocking=True)
+            extra = {
+                "prefix": batch_prefixes(prefixes, ids, self.device),
+                "knockout": None if masks is None else masks.batch(ids, self.device),
+            }
             with autocast(self.device, self.amp_dtype):
-                nbests = translate_batch(self.model, batch, self.decode, step)
+                nbests = translate_batch(self.model, batch, self.decode, step, **extra)
             for index, nbest in zip(ids, nbests, strict=True):
                 out[index] = nbest
         return out  # type: ignore[return-value]
+
+    def knockout_masks(
+        self, split: EncodedSplit, knockouts: Sequence[Knockout | None] | None
+    ) -> KnockoutMasks | None:
+        """The split's knock-outs as masks over its pairs, checked
+        (``knockout.split_masks``); None without any."""
+        return split_masks(split, knockouts, self.tokenizer, self.model)
 
     def _vocab(self, split: EncodedSplit) -> VocabCheck:
         """Ids outside the vocabulary end in an error naming the pair."""
@@ -225,21 +292,21 @@ class Translator:
         return float(total) / max(tokens, 1)
 
     @torch.inference_mode()
-    def forced_attention(self, split: EncodedSplit) -> list[ForcedAttention]:
+    def forced_attention(
+        self,
+        split: EncodedSplit,
+        knockouts: Sequence[Knockout | None] | None = None,
+    ) -> list[ForcedAttention]:
         """The attention of the model reading each source while it is forced through
         the pair's target (``split.tgt_ids``: a reference, or a hypothesis without
         its EOS), in the split's order, with the encoder's self-attention when the
-        model has blocks; one batched pass, padding cut off."""
+        model has blocks; one batched pass, padding cut off. With ``knockouts``
+        (per pair): the knocked-out model's attention (``forced_logprobs``)."""
+        if knockouts is not None and any(knockouts):
+            return self._knocked_attention(split, knockouts)
         self.model.eval()
         out: list[ForcedAttention | None] = [None] * len(split)
-        loader = make_loader(
-            split, self.batch_tokens, shuffle=False, seed=0, vocab=self._vocab(split)
-        )
-        for batch in loader:
-            # lengths and ids from the host's copy: no wait for the device
-            tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
-            src_lengths, ids = batch.src_lengths.tolist(), batch.ids.tolist()
-            batch = batch.to(self.device, non_blocking=True)
+        for batch, ids, tgt_lengths, src_lengths in self.forced_batches(split):
             with autocast(self.device, self.amp_dtype):
                 res = self.model(
                     batch.src,
@@ -262,13 +329,47 @@ class Translator:
                 )
         return out  # type: ignore[return-value]
 
+    def forced_batches(
+        self, split: EncodedSplit
+    ) -> Iterator[tuple[Batch, list[int], list[int], list[int]]]:
+        """The split's batches for a forced pass, on the device, each with its pairs'
+        indices and their target and source lengths (EOS included), read from the
+        host's copy: no wait for the device."""
+        loader = make_loader(
+            split, self.batch_tokens, shuffle=False, seed=0, vocab=self._vocab(split)
+        )
+        for batch in loader:
+            tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
+            src_lengths, ids = batch.src_lengths.tolist(), batch.ids.tolist()
+            yield (
+                batch.to(self.device, non_blocking=True),
+                ids,
+                tgt_lengths,
+                src_lengths,
+            )
+
+    def _knocked_attention(
+        self, split: EncodedSplit, knockouts: Sequence[Knockout | None]
+    ) -> list[ForcedAttention]:
+        """``forced_attention`` of the knocked-out model (no self-attention maps)."""
+        return [
+            ForcedAttention(f.attention.numpy(), _numpy(f.heads))
+            for f in forced_passes(self, split, knockouts)
+        ]
+
     def attention_maps(
         self,
         split: EncodedSplit,
         titles: Sequence[str] | None = None,
         with_gold: bool = False,
+        knockouts: Sequence[Knockout | None] | None = None,
     ) -> list[AttentionMap]:
         """``forced_attention`` of ``split`` as ``AttentionMap``s with their piece
-        tokens; ``with_gold`` attaches the split's gold links."""
-        forced = self.forced_attention(split)
+        tokens; ``with_gold`` attaches the split's gold links; ``knockouts`` as in
+        ``forced_attention``."""
+        forced = self.forced_attention(split, knockouts)
         return piece_maps(self.tokenizer, split, forced, titles, with_gold)
+
+
+def _numpy(x: torch.Tensor | None) -> Any:
+    return None if x is None else x.numpy()

@@ -4,5 +4,6 @@
 attribution), ``batcher`` gathers concurrent requests into one search on one worker
 thread, ``schemas`` says what a request may hold, ``guard`` refuses bodies before
 they are parsed, ``app`` is the ASGI application (FastAPI) with the page at ``/``,
-``server`` runs it with uvicorn. It composes ``decoding`` and ``alignment``.
+``server`` runs it with uvicorn; ``whatif`` checks the what-ifs (prefixes, knock-outs)
+and builds their answers' parts. It composes ``decoding`` and ``alignment``.
 """

@@ -44,6 +44,7 @@ PAGE_FILES = {
     "attention.js": "application/javascript",
     "attention.css": "text/css",
     "serve.js": "application/javascript",
+    "whatif.js": "application/javascript",
     "serve.css": "text/css",
 }
 SCHEMAS = {"/translate": TranslateRequest, "/attention": AttentionRequest}

@@ -27,14 +27,20 @@ from seq2seq.alignment.words import group_pieces, is_special
 from seq2seq.config import ServeConfig, fields_of
 from seq2seq.decoding.maps import forced_split
 from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.whatif import step_distributions
 from seq2seq.model.seq2seq import Seq2Seq
 from seq2seq.serve.schemas import AttentionRequest, TranslateRequest
+from seq2seq.serve.whatif import (
+    RequestError,
+    check_prefixes,
+    check_whatif,
+    knockout_of,
+    knockout_records,
+    occlusions,
+    whatif_parts,
+)
 
 TRANSLATE, ATTENTION = "translate", "attention"
-
-
-class RequestError(ValueError):
-    """A request the model cannot take (422): one line, what and how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -110,22 +116,30 @@ class Engine:
                 "(max_texts); send them in several requests"
             )
         cost = sum(self._pieces(t, f"texts[{k}]") for k, t in enumerate(req.texts))
-        return CheckedRequest(
-            (TRANSLATE, req.beam_size, req.nbest), list(req.texts), cost
-        )
+        if req.prefixes is not None:
+            check_prefixes(self.translator, req.texts, req.prefixes, "texts[{}]")
+        payload = (list(req.texts), req.prefixes)
+        return CheckedRequest((TRANSLATE, req.beam_size, req.nbest), payload, cost)
 
     def check_attention(self, req: AttentionRequest) -> CheckedRequest:
         cost = self._pieces(req.text, "text")
         if req.reference is not None:
             self._pieces(req.reference, "reference", target=True)
-        if req.attribution and not self.explains:
-            raise RequestError(
-                "attribution explains one model: this server runs an ensemble "
-                "(start it with one checkpoint)"
-            )
+        for asked, name in (
+            (req.attribution, "attribution"),
+            (req.occlusion, "occlusion"),
+        ):
+            if asked and not self.explains:
+                raise RequestError(
+                    f"{name} explains one model: this server runs an ensemble "
+                    "(start it with one checkpoint)"
+                )
         forced = req.reference is not None
+        ko = knockout_of(req.knockout)
+        prefix = check_whatif(self.translator, req, forced, ko)
         key = (ATTENTION, forced, req.attribution, req.beam_size, req.nbest)
-        return CheckedRequest(key, (req.text, req.reference), cost)
+        key += (req.top_k, req.occlusion)
+        return CheckedRequest(key, (req.text, req.reference, prefix, ko), cost)
 
     # ------------------------------------------------------------ the thread
     def run(self, key: Hashable, payloads: Sequence[Any]) -> list[Any]:
@@ -147,14 +161,20 @@ class Engine:
         return translator
 
     def translate(
-        self, payloads: Sequence[list[str]], beam_size: int | None, n: int
+        self, payloads: Sequence[tuple[list[str], Any]], beam_size: int | None, n: int
     ) -> list[dict[str, Any]]:
-        """Per payload (a list of texts) its translations and n-best lists."""
+        """Per payload (texts, their prefixes or None) its translations and n-best
+        lists."""
         translator = self.searcher(beam_size)
-        texts = [t for texts in payloads for t in texts]
-        nbest = iter(translator.nbest(texts, n))
+        texts = [t for texts, _ in payloads for t in texts]
+        prefixes = None
+        if any(pre is not None for _, pre in payloads):
+            prefixes = [
+                p for texts, pre in payloads for p in (pre or [None] * len(texts))
+            ]
+        nbest = iter(translator.nbest(texts, n, prefixes))
         out = []
-        for texts in payloads:
+        for texts, _ in payloads:
             lists = [next(nbest)[:n] for _ in texts]
             out.append(
                 {
@@ -166,25 +186,35 @@ class Engine:
 
     def attention(
         self,
-        payloads: Sequence[tuple[str, str | None]],
+        payloads: Sequence[tuple[str, str | None, str | None, Any]],
         forced: bool,
         explain: bool,
         beam_size: int | None = None,
         n: int = 1,
+        top_k: int = 0,
+        occlude: bool = False,
     ) -> list[dict[str, Any]]:
-        """Per payload (text, reference) its attention record: ``Translator.attention``
-        of the text (the search's best, with its ``n`` best; or forced through the
-        reference)."""
+        """Per payload (text, reference, prefix, knock-out) its attention record:
+        ``Translator.attention`` of the text (the search's best, with its ``n``
+        best, continuing its prefix, under its knock-out; or forced through the
+        reference), with each step's ``top_k`` best pieces and occlusion when
+        asked."""
         tr = self.translator
-        texts = [text for text, _ in payloads]
-        refs = [ref for _, ref in payloads] if forced else None
+        texts = [p[0] for p in payloads]
+        refs = [p[1] for p in payloads] if forced else None
+        prefixes = [p[2] for p in payloads]
+        kos = [p[3] for p in payloads] if any(p[3] for p in payloads) else None
         split = tr.encode(texts, refs)
         nbest: list[list[dict[str, Any]]] = [[] for _ in texts]
+        knocked: list[Any] = [None] * len(texts)
         if forced:
             translations = list(refs or [])
         else:
             searcher = self.searcher(beam_size, n)
-            found = searcher.search(split)
+            prefix_ids = tr.prefix_ids(split, prefixes)
+            found = searcher.search(split, prefix_ids, kos)
+            if kos is not None:
+                knocked = knockout_records(tr, searcher, split, prefix_ids, kos)
             hyps = [hs[0] for hs in found]
             split = forced_split(split, [h.tokens for h in hyps])
             translations = tr.detokenize(hyps)
@@ -195,20 +225,26 @@ class Engine:
                 ]
                 for hs in found
             ]
-        maps = tr.attention_maps(split)
+        maps = tr.attention_maps(split, knockouts=kos)
+        stats = step_distributions(tr, split, top_k, kos) if top_k else None
+        occluded = occlusions(tr, split) if occlude else None
         out = []
         for k, att in enumerate(maps):
             if explain:
                 src, tgt = split.src_ids[k], split.tgt_ids[k]
                 att.attribution = model_attribution(tr, src, tgt).cpu().numpy()
                 att.spearman = spearman(att.weights, att.attribution)
-            out.append(record(att, texts[k], translations[k], forced, nbest[k]))
+            rec = record(att, texts[k], translations[k], forced, nbest[k])
+            rec.update(
+                whatif_parts(tr, att, prefixes[k], knocked[k], stats, occluded, k)
+            )
+            out.append(rec)
         return out
 
     def warm(self) -> None:
         """One translation and one attention map, so the first request is not slow."""
-        self.translate([["warm up"]], None, 1)
-        self.attention([("warm up", None)], False, False)
+        self.translate([(["warm up"], None)], None, 1)
+        self.attention([("warm up", None, None, None)], False, False)
 
     # ------------------------------------------------------------------ info
     def info(self, serving: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 MAX_BEAM = 32  # a request's beam_size at most
 MAX_NBEST = 10  # a request's nbest at most
+MAX_TOP_K = 20  # a request's top_k at most
 
 
 class Request(BaseModel):
@@ -26,18 +27,43 @@ class TranslateRequest(Request):
     texts: list[str] = Field(min_length=1, examples=[["the small blue chairs"]])
     beam_size: int | None = Field(None, ge=1, le=MAX_BEAM)
     nbest: int = Field(1, ge=1, le=MAX_NBEST)
+    # per text a target prefix its translations start with (null or "": none)
+    prefixes: list[str | None] | None = None
+
+
+class KnockoutRequest(Request):
+    """What to knock out (``decoding/knockout.py``): source ``words`` (indices of
+    the text's whitespace words, from 0: masked from the attention, the rest
+    renormalized), cross-attention ``heads`` (multi-head attention), encoder
+    ``self_heads`` as ``[layer, head]`` pairs; several at once."""
+
+    words: list[int] = Field(default_factory=list, max_length=256)
+    heads: list[int] = Field(default_factory=list, max_length=64)
+    self_heads: list[list[int]] = Field(default_factory=list, max_length=256)
 
 
 class AttentionRequest(Request):
     """One text; ``reference`` forces the model through that translation instead of
     its own; ``attribution`` adds gradient × input beside the attention;
-    ``beam_size`` and ``nbest`` as for ``/translate`` (the attention is of the best)."""
+    ``beam_size`` and ``nbest`` as for ``/translate`` (the attention is of the best);
+    ``prefix``: the translation continues it; ``knockout``: the translation and its
+    attention of the model with those parts knocked out, and the change in the
+    log-probability of the model's own translation; ``top_k``: each step's
+    probability, entropy and ``top_k`` alternatives; ``occlusion``: how much each
+    written piece's log-probability drops without each source word."""
 
     text: str = Field(examples=["the small blue chairs"])
     reference: str | None = None
     attribution: bool = False
     beam_size: int | None = Field(None, ge=1, le=MAX_BEAM)
     nbest: int = Field(1, ge=1, le=MAX_NBEST)
+    prefix: str | None = None  # the translation starts with it (not with reference)
+    # the same as target pieces (tgt_tokens' spelling), kept exactly as given: what
+    # the page sends when an alternative is chosen (a text is encoded anew)
+    prefix_pieces: list[str] | None = Field(None, max_length=1000)
+    knockout: KnockoutRequest | None = None  # decode with these knocked out
+    top_k: int = Field(0, ge=0, le=MAX_TOP_K)  # each step's k best pieces (0: none)
+    occlusion: bool = False  # occlusion beside the attention (one model)
 
 
 class Candidate(BaseModel):
@@ -78,7 +104,43 @@ class AttentionResponse(BaseModel):
     piece_links: str
     attribution: list[list[float]] | None = None
     spearman: float | None = None
+    prefix: str | None = None  # the prefix the translation continues
+    steps: list[Step] | None = None  # with top_k > 0, one per target piece (</s> last)
+    knockout: KnockoutResult | None = None
+    # occlusion (T, S): per written piece, its log-probability's drop (nats) when
+    # each source word is knocked out, shared among the word's pieces (EOS column 0)
+    occlusion: list[list[float]] | None = None
+    # the Spearman ρ of each pair of the maps given: "attention~attribution",
+    # "attention~occlusion", "attribution~occlusion"
+    correlations: dict[str, float | None] | None = None
     caveat: str
+
+
+class Alternative(BaseModel):
+    piece: str
+    prob: float
+
+
+class Step(BaseModel):
+    """One target step of the shown translation: the piece written, its probability,
+    the step's entropy (nats) and its most probable pieces."""
+
+    piece: str
+    prob: float
+    entropy: float
+    alternatives: list[Alternative]
+
+
+class KnockoutResult(BaseModel):
+    """What the knock-out changed: the model's own translation without it (same
+    prefix), that translation's log-probability (with ``</s>``) with and without the
+    knock-out, and the change (knocked minus intact)."""
+
+    knocked_out: str  # in words: "word 2, head 1"
+    original: str
+    original_log_prob: float
+    knocked_log_prob: float
+    change: float
 
 
 class ErrorResponse(BaseModel):

@@ -7,6 +7,7 @@ import math
 from seq2seq.alignment.error import alignment_scores
 from seq2seq.alignment.extract import attention_maps, forced_split
 from seq2seq.alignment.maps import AttentionMap
+from seq2seq.alignment.occlusion import attach_occlusion
 from seq2seq.alignment.render import alignment_figure
 from seq2seq.alignment.views import self_view
 from seq2seq.data.prepare import PreparedData
@@ -47,12 +48,32 @@ def validate(
     tracker.scalars({f"valid/{name}": value for name, value in result.items()}, step)
     n = min(cfg.trainer.alignment_samples, len(hyps))
     shown = forced_split(subset.head(n), [h.tokens for h in hyps[:n]])
-    for i, att in enumerate(attention_maps(translator, shown)):
+    maps = attention_maps(translator, shown)
+    if cfg.trainer.alignment_occlusion and maps:
+        log_occlusion(translator, shown, maps, tracker, step)
+    for i, att in enumerate(maps):
         tracker.figure(f"alignment/{i}", alignment_figure(att, f"step {step}"), step)
         log_self_attention(tracker, att, i, step)
     tracker.text("valid/samples", samples_markdown(subset, texts, n=5), step)
     tracker.flush()
     return result
+
+
+def log_occlusion(
+    translator: Translator,
+    shown: EncodedSplit,
+    maps: list[AttentionMap],
+    tracker: Tracker,
+    step: int,
+) -> None:
+    """Occlusion beside each sample's attention (``alignment/occlusion.py``, drawn
+    by ``alignment_figure``) and the mean Spearman ρ of the two, as
+    ``valid/spearman_occlusion``."""
+    attach_occlusion(translator, shown, maps)
+    rhos = [a.spearman for a in maps if a.spearman is not None]
+    rhos = [r for r in rhos if not math.isnan(r)]
+    if rhos:
+        tracker.scalars({"valid/spearman_occlusion": sum(rhos) / len(rhos)}, step)
 
 
 def log_self_attention(tracker: Tracker, att: AttentionMap, i: int, step: int) -> None:

@@ -64,11 +64,13 @@
     var req = {text: text, attribution: $('attr').checked, nbest: +$('nbest').value};
     if ($('beam').value) req.beam_size = +$('beam').value;
     if (ref.trim()) req.reference = ref;
+    if (window.WhatIf) WhatIf.extend(req);
     status('translating…');
     post('/attention', req).then(function (rec) {
       if (mine !== seq) return;
       showAttention(rec);
       showNbest(rec.nbest);
+      if (window.WhatIf) WhatIf.shown(rec);
       $('out').hidden = false;
       window.timing.drawn = performance.now();
       document.body.setAttribute('data-drawn', String(mine));
@@ -88,6 +90,8 @@
   ['src', 'ref'].forEach(function (id) { $(id).addEventListener('input', later); });
   ['beam', 'nbest', 'attr'].forEach(function (id) { $(id).addEventListener('change', update); });
   AttentionView.tooltips();
+  window.ServePage = {update: update};
+  if (window.WhatIf) WhatIf.install();
   fetch('/info').then(function (r) { return r.json(); }).then(function (info) {
     var lang = info.languages ? info.languages.source + ' \u2192 ' + info.languages.target + ', ' : '';
     $('model').textContent = lang + info.model.checkpoints.join(' + ') + ' (step ' + info.model.step +

@@ -1,0 +1,102 @@
+"""The page's what-ifs in a real headless Chromium, by keyboard: choosing a step's
+alternative gives a translation that starts with it; a knock-out changes the
+translation and the change is drawn; occlusion appears beside the attention.
+
+Skips when Chromium or Playwright is missing (``SEQ2SEQ_REQUIRE_BROWSER=1``: fails)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.test_serve_browser import _post, chromium, server  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.slow
+
+SENTENCE = "Tom cooks this egg ."
+
+
+def _drawn(page, before: str | None, timeout: int = 20_000) -> str:
+    """Wait until the page draws an answer after ``before``; its number."""
+    page.wait_for_function(
+        "b => { const d = document.body.getAttribute('data-drawn');"
+        " return d !== null && d !== b; }",
+        arg=before,
+        timeout=timeout,
+    )
+    return page.get_attribute("body", "data-drawn")
+
+
+def _changing_word(port: int, text: str, words: int) -> int | None:
+    """A source word whose knock-out changes this model's translation of ``text``
+    (as the page asks: 3 best), or None (the tiny test model writes the same
+    whatever it reads; ``SEQ2SEQ_SERVE_CHECKPOINT``'s quickstart model does not)."""
+    plain = _post(port, "/attention", {"text": text, "nbest": 3})["translation"]
+    for i in range(words):
+        body = {"text": text, "nbest": 3, "knockout": {"words": [i]}}
+        if _post(port, "/attention", body)["translation"] != plain:
+            return i
+    return None
+
+
+def test_what_ifs_by_keyboard(chromium, server):  # noqa: F811 (fixtures)
+    port = server
+    page = chromium.new_page(viewport={"width": 1280, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"http://127.0.0.1:{port}/")
+    page.wait_for_selector("body[data-ready='1']")
+    page.focus("#src")
+    page.keyboard.type(SENTENCE)
+    drawn = _drawn(page, None)
+    plain = _post(port, "/attention", {"text": SENTENCE, "top_k": 5, "nbest": 3})
+    assert page.locator("#steps .step").count() == len(plain["tgt_tokens"])
+    width = page.locator("#steps .step[data-t='0'] .bar span").get_attribute("style")
+    assert f"{100 * plain['steps'][0]['prob']:.1f}%" in width
+
+    # focus the first piece: its alternatives show; Tab to one, Enter chooses it
+    page.focus("#steps .step[data-t='0'] .piece")
+    assert page.is_visible("#steps .step[data-t='0'] .alts")
+    page.keyboard.press("Tab")
+    chosen = page.evaluate("document.activeElement.getAttribute('data-piece')")
+    assert chosen and chosen != plain["tgt_tokens"][0]
+    page.keyboard.press("Enter")
+    drawn = _drawn(page, drawn)
+    assert page.locator("#steps .step .piece").first.inner_text() == chosen
+    assert page.is_visible("#change")
+    assert page.locator("#change ins").count() >= 1  # the new first piece, marked
+
+    # knock out source words by keyboard: a new translation, the change drawn
+    page.fill("#src", SENTENCE + " ")  # a fresh sentence clears the what-ifs
+    drawn = _drawn(page, drawn)
+    before = page.inner_text("#translation")
+    text = SENTENCE + " "
+    word = _changing_word(port, text, page.locator("#knock button.word").count())
+    if os.environ.get("SEQ2SEQ_SERVE_CHECKPOINT"):
+        assert word is not None, "no knock-out changes the translation"
+    page.focus(f"#knock button.word[data-word='{word or 0}']")
+    page.keyboard.press("Enter")
+    drawn = _drawn(page, drawn)
+    body = {"text": text, "nbest": 3, "knockout": {"words": [word or 0]}}
+    knocked = _post(port, "/attention", body)
+    assert page.inner_text("#translation") == knocked["translation"]
+    if word is not None:
+        assert knocked["translation"] != before
+        assert page.locator("#change ins").count() >= 1  # the new pieces, marked
+    rows = page.locator("#change table.diff tr").count()
+    assert rows == len(knocked["tgt_tokens"]) + 1
+    assert "knocked out word" in page.inner_text("#change")
+    assert page.locator("#knock button.word[aria-pressed='true']").count() == 1
+
+    # undo, then occlusion beside the attention (space toggles the checkbox)
+    page.focus("#whatif-reset")
+    page.keyboard.press("Enter")
+    drawn = _drawn(page, drawn)
+    page.focus("#occ")
+    page.keyboard.press("Space")
+    drawn = _drawn(page, drawn)
+    assert page.locator("#view .views .occ table.att").count() == 1
+    assert page.locator("#view .views .heat table.att").count() == 1
+    assert "Spearman \u03c1(attention, occlusion)" in page.inner_text("#view")
+    assert errors == []
