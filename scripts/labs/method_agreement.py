@@ -4,8 +4,8 @@ whose knock-out costs the written word the most log-probability), and each metho
 AER against gold links where the split has them (the phrasebook's test split).
 Every pair is forced through its reference.
 
-    python scripts/labs/method_agreement.py runs/de_en/checkpoints/best.pt --split validation
-    python scripts/labs/method_agreement.py outputs/.../best.pt --split test   # quickstart
+    python scripts/labs/method_agreement.py RUN/checkpoints/best.pt --split validation
+    python scripts/labs/method_agreement.py QUICKSTART/best.pt --split test
 """
 
 from __future__ import annotations

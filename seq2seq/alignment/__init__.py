@@ -8,5 +8,6 @@ is the guided-alignment loss, ``attribution`` gradient × input, ``occlusion`` d
 occlusion beside the attention and ``agreement`` compares the methods' argmaxes;
 ``scale`` is the one colour scale every picture draws with; ``export``, ``render``,
 ``terminal`` and ``viewer`` write files, heatmaps, text heatmaps and the HTML page;
-``pipeline`` is ``seq2seq-align``'s job. It imports ``decoding`` and the layers before it.
+``pipeline`` is ``seq2seq-align``'s job. It imports ``decoding`` and the layers
+before it.
 """
