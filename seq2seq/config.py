@@ -51,6 +51,9 @@ def choice(name: str, *values: str) -> type[Choice]:
 Corpus = choice("Corpus", "phrasebook", "multi30k", "hub", "local")
 # Every corpus is read as these three splits (data/corpus.py).
 Split = choice("Split", "train", "validation", "test")
+# seq2seq-distill's training split: the teacher's translations alone, or beside the
+# original pairs
+DistillMode = choice("DistillMode", "replace", "add")
 PieceModel = choice("PieceModel", "unigram", "bpe")
 AttentionType = choice(
     "AttentionType",
@@ -498,6 +501,20 @@ class TranslateConfig(DecodeOptions):
 
 
 @dataclass
+class DistillConfig(DecodeOptions):
+    """``seq2seq-distill``: a teacher's translations of a split as a corpus folder."""
+
+    # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
+    checkpoint: Any = MISSING
+    output: str = MISSING  # the distilled corpus folder (its chunks/ resume a run)
+    split: Split = Split.train  # the split whose sources are translated
+    mode: DistillMode = DistillMode.replace  # replace: distilled targets; add: both
+    chunk_sentences: int = 1000  # sentences a chunk file: what a killed run keeps
+    # the checkpoint's corpus settings with these on top (another corpus or folder)
+    data: DataOverrides = field(default_factory=DataOverrides)
+
+
+@dataclass
 class ServeConfig(DecodeOptions):
     """``seq2seq-serve``'s settings and the one place of the server's defaults: the
     server's parts (``serve.engine.Limits``, ``serve.app.Serving``, ``Batcher``,
@@ -555,6 +572,7 @@ SCHEMAS: dict[str, type] = {
     "train_schema": TrainConfig,
     "evaluate_schema": EvaluateConfig,
     "translate_schema": TranslateConfig,
+    "distill_schema": DistillConfig,
     "align_schema": AlignConfig,
     "serve_schema": ServeConfig,
 }

@@ -136,7 +136,7 @@ def test_evaluate_adds_a_gold_links_file_to_the_checkpoint_corpus(
 ):
     """seq2seq-evaluate data.alignments.test=FILE: AER on a corpus the checkpoint was
     trained without links for, even from a checkpoint saved before the field."""
-    from seq2seq.cli.evaluate import corpus_settings
+    from seq2seq.cli.checks import corpus_settings
     from seq2seq.config import DataConfig
 
     monkeypatch.chdir(tmp_path)
