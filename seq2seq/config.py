@@ -213,6 +213,11 @@ class SelfAttentionConfig:
     # the Transformer's ratio (d_ff = 4 d_model)
     ffn: int | None = None
     dropout: float = 0.1  # on each block's sublayer outputs (residual dropout)
+    attention_dropout: float = 0.0  # on the attention weights, in training
+    qk_norm: bool = False  # layer norm on each head's queries and keys
+    # attention output projection and feed-forward output start at 0: each block
+    # starts as the identity
+    zero_init_out: bool = False
 
 
 @dataclass
@@ -261,6 +266,11 @@ class OptimConfig:
     lr: float = 1e-3
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.0
+    # the encoder's self-attention blocks (model.encoder.self_attention) in their own
+    # parameter group: their learning rate is lr × this scale, and it ramps up
+    # linearly over self_attention_warmup_steps on top of the schedule's own warm-up
+    self_attention_lr_scale: float = 1.0
+    self_attention_warmup_steps: int = 0
 
 
 @dataclass
