@@ -208,6 +208,7 @@ def test_a_run_with_every_option_resumes_exactly_and_logs_entropies(tmp_path):
         tmp_path / "cache",
         *options,
         "trainer.max_steps=2",
+        "trainer.log_every=1",
         "trainer.valid_every=2",
         "trainer.valid_max_sentences=8",
         "trainer.alignment_samples=0",
@@ -218,6 +219,10 @@ def test_a_run_with_every_option_resumes_exactly_and_logs_entropies(tmp_path):
         str(tmp_path / "logged" / "tb"), size_guidance={"scalars": 0}
     )
     acc.Reload()
+    lrs = [e.value for e in acc.Scalars("train/lr_self_attention")]
+    top = cfg.optim.lr * 0.5  # the blocks' rate at the end of their ramp
+    assert lrs and all(0 < lr < top for lr in lrs), lrs  # still ramping at step 2
+    assert lrs == sorted(set(lrs))
     tags = {t for t in acc.Tags()["scalars"] if "entropy" in t}
     assert tags == {
         "valid/self_attention_entropy/layer0_head0",
