@@ -96,6 +96,10 @@ def test_chunks_of_another_checkpoint_are_never_reused(
     )
     wider = translator.with_decoding(beam_size=4).decode
     assert old != decoding_identity([tiny_checkpoint], split, wider, 10)
+    bf16 = decoding_identity(
+        [tiny_checkpoint], split, translator.decode, 10, "cpu bf16"
+    )
+    assert old != bf16
 
     folder = tmp_path / "chunks"
     assert ChunkFolder(folder, old).open() == []

@@ -40,6 +40,8 @@ def check_distill(cfg: DictConfig) -> None:
 
 def distill(cfg: DictConfig) -> Path:
     """Decode ``cfg.split`` in chunks, then write the distilled corpus folder."""
+    import torch
+
     from seq2seq.data.corpus import read_corpus
     from seq2seq.data.splits import encode_corpus_split
     from seq2seq.decoding.distill import (
@@ -56,7 +58,10 @@ def distill(cfg: DictConfig) -> Path:
     encoded = encode_corpus_split(data_cfg, translator.tokenizer, split)
     out = Path(cfg.output)
     paths = checkpoint_paths(cfg.checkpoint)
-    identity = decoding_identity(paths, encoded, translator.decode, cfg.chunk_sentences)
+    runtime = f"{translator.device.type} {translator.amp_dtype or torch.float32}"
+    identity = decoding_identity(
+        paths, encoded, translator.decode, cfg.chunk_sentences, runtime
+    )
     hyps = decode_in_chunks(translator, encoded, ChunkFolder(out / "chunks", identity))
     langs = (str(data_cfg.src_lang), str(data_cfg.tgt_lang))
     src, tgt = distilled_rows(encoded, hyps, str(cfg.mode))

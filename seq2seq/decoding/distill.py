@@ -9,9 +9,9 @@ chunk, and the next run decodes only the rest. Each chunk is decoded on its own,
 resumed run writes exactly what an uninterrupted one would.
 
 ``manifest.json`` beside the chunks holds the identity of what they were decoded from:
-the digest of every checkpoint file, of the split's sources, of the decoding settings
-and the chunk size. Chunks of another identity (a retrained teacher, another corpus,
-another beam) are deleted, never reused.
+the digest of every checkpoint file, of the split's sources, the decoding settings,
+the chunk size, the device and the precision. Chunks of another identity (a retrained
+teacher, another corpus, another beam) are deleted, never reused.
 """
 
 from __future__ import annotations
@@ -38,11 +38,16 @@ MANIFEST = "manifest.json"
 
 
 def decoding_identity(
-    checkpoints: Sequence[str | Path], split: EncodedSplit, decode: Any, chunk: int
+    checkpoints: Sequence[str | Path],
+    split: EncodedSplit,
+    decode: Any,
+    chunk: int,
+    runtime: str = "",
 ) -> dict[str, Any]:
     """What the chunks depend on, as plain JSON: checkpoint digests (in order: an
     ensemble's members), a digest of the sources, the decoding settings, the chunk
-    size and the number of sentences."""
+    size, the number of sentences and ``runtime`` (device and precision: bf16 and
+    fp32 can choose other words)."""
     sources = hashlib.sha256()
     for text in split.src_text:
         sources.update(text.encode("utf-8") + b"\n")
@@ -53,6 +58,7 @@ def decoding_identity(
         "sentences": len(split),
         "decode": settings,
         "chunk_sentences": chunk,
+        "runtime": runtime,
     }
 
 
