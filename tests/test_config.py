@@ -32,11 +32,12 @@ def test_primary_configs_compose(app):
     check_command(app, cfg)
 
 
-@pytest.mark.parametrize("app", ["evaluate", "translate", "align", "serve"])
+@pytest.mark.parametrize("app", ["evaluate", "translate", "distill", "align", "serve"])
 def test_checkpoint_apps_compose(app, tmp_path):
     ckpt = tmp_path / "x.pt"
     ckpt.touch()
     overrides = [f"checkpoint={ckpt}"] + (["text=a b"] if app == "align" else [])
+    overrides += [f"output={tmp_path / 'out'}"] if app == "distill" else []
     cfg = _compose(app, overrides)
     assert cfg.checkpoint == str(ckpt)
     check_command(app, cfg)
