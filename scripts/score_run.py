@@ -10,6 +10,12 @@ greedy BLEU. The test set takes no part in any choice.
     python scripts/score_run.py outputs/train/<run>
     python scripts/score_run.py outputs/train/<run> --validation-only   # a seed, a row
     python scripts/score_run.py outputs/train/<run> --last 0 --alphas 1.0   # best.pt
+    python scripts/score_run.py RUN1 --ensemble RUN2,RUN3,RUN4 --validation-only
+
+``--ensemble`` decodes the runs together (``checkpoint=[...]``: their ``best.pt``s,
+then their averages of the last N), as one model with the mean of their
+probabilities; its scores, named ``best.pt×4 α1.0``, are kept in the first run's
+``scores.json`` beside its own, and reused only for the same runs' same files.
 
 Each score is saved to ``<run>/scores.json`` as soon as it is known, so an interrupted
 call goes on where it stopped, and a second call only prints; each decode's hypotheses
@@ -49,6 +55,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--validation-only", action="store_true", help="choose, score no test"
     )
     p.add_argument("--device", default="auto")
+    p.add_argument(
+        "--ensemble",
+        default="",
+        help="other run directories, comma-separated, decoded together with RUN",
+    )
     return p.parse_args(argv)
 
 
@@ -94,38 +105,75 @@ class Scorer:
             json.loads(self.path.read_text()) if self.path.is_file() else {}
         )
 
-    def score(self, key: str, checkpoint: Path, split: str, **options: Any) -> Scores:
+    def score(
+        self, key: str, checkpoint: Path | list[Path], split: str, **options: Any
+    ) -> Scores:
         options = {"beam_size": self.beam, **options}
-        made = {"options": options, "checkpoint_mtime": checkpoint.stat().st_mtime}
+        if isinstance(checkpoint, Path):
+            made = {"options": options, "checkpoint_mtime": checkpoint.stat().st_mtime}
+        else:  # an ensemble: the same members' same files
+            made = {
+                "options": options,
+                "checkpoints": [str(c) for c in checkpoint],
+                "checkpoint_mtime": [c.stat().st_mtime for c in checkpoint],
+            }
         entries = self.data.setdefault(split, {})
         if any(entries.get(key, {}).get(k) != v for k, v in made.items()):
             entries[key] = {**self.decode(key, checkpoint, split, options), **made}
             self.path.write_text(json.dumps(self.data, indent=1) + "\n")
         return entries[key]
 
-    def decode(self, key: str, checkpoint: Path, split: str, options: dict) -> Scores:
-        cfg = OmegaConf.structured(
-            EvaluateConfig(
-                checkpoint=str(checkpoint), split=split, device=self.device, **options
-            )
+    def decode(
+        self, key: str, checkpoint: Path | list[Path], split: str, options: dict
+    ) -> Scores:
+        paths = (
+            str(checkpoint)
+            if isinstance(checkpoint, Path)
+            else list(map(str, checkpoint))
         )
-        out_dir = self.out / split / key.replace(" α", "_lp").replace(" ", "_")
+        cfg = OmegaConf.structured(
+            EvaluateConfig(checkpoint=paths, split=split, device=self.device, **options)
+        )
+        name = key.replace(" α", "_lp").replace(" ", "_").replace("×", "_x")
+        out_dir = self.out / split / name
         scores = evaluate_checkpoint(cfg, out_dir).as_dict()
         return {k: v for k, v in scores.items() if v is not None}
 
 
-def candidates(
-    run: Path, last: int, alphas: list[float]
-) -> dict[str, tuple[Path, float]]:
-    """Each (checkpoint, α) to try, named like ``best.pt α1.0``."""
+def run_checkpoints(run: Path, last: int) -> list[Path]:
+    """A run's ``best.pt`` and, with ``last``, the average of its last ``last``."""
     ckpt_dir = run / "checkpoints"
     best = ckpt_dir / "best.pt"
     if not best.is_file():
         raise SystemExit(
             f"{run}: no checkpoints/best.pt; give a seq2seq-train run directory"
         )
-    checkpoints = [best] + ([average_last(ckpt_dir, last)] if last else [])
-    return {f"{c.name} α{a}": (c, a) for c in checkpoints for a in alphas}
+    return [best] + ([average_last(ckpt_dir, last)] if last else [])
+
+
+def candidates(
+    run: Path, last: int, alphas: list[float], members: list[Path] | None = None
+) -> dict[str, tuple[Path | list[Path], float]]:
+    """Each (checkpoint, α) to try, named like ``best.pt α1.0``; with ``members``
+    (other runs) each checkpoint is the ensemble of the runs' same kind, named like
+    ``best.pt×4 α1.0``."""
+    own = run_checkpoints(run, last)
+    if not members:
+        return {f"{c.name} α{a}": (c, a) for c in own for a in alphas}
+    others = [run_checkpoints(m, last) for m in members]
+    n = 1 + len(members)
+    return {
+        f"{c.name}×{n} α{a}": ([c, *(o[i] for o in others)], a)
+        for i, c in enumerate(own)
+        for a in alphas
+    }
+
+
+def checkpoint_name(checkpoint: Path | list[Path]) -> str:
+    """``best.pt``, or ``best.pt×4`` for an ensemble."""
+    if isinstance(checkpoint, Path):
+        return checkpoint.name
+    return f"{checkpoint[0].name}×{len(checkpoint)}"
 
 
 def beam_size(args: argparse.Namespace) -> int:
@@ -161,7 +209,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if len(alphas) > 1 and beam_size(args) == 1:
         print(f"greedy decoding has no length penalty: α {alphas[0]} alone")
         alphas = alphas[:1]
-    tried = candidates(args.run, args.last, alphas)
+    members = [Path(m) for m in args.ensemble.split(",") if m]
+    tried = candidates(args.run, args.last, alphas, members)
     validation = {
         key: scorer.score(key, ckpt, args.split, length_penalty=alpha)
         for key, (ckpt, alpha) in tried.items()
@@ -180,7 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 paper_bleu=True,
             ),
             "greedy": scorer.score(
-                f"{ckpt.name} greedy", ckpt, args.test_split, beam_size=1
+                f"{checkpoint_name(ckpt)} greedy", ckpt, args.test_split, beam_size=1
             ),
         }
     print(report(validation, choice, test))

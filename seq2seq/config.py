@@ -51,6 +51,9 @@ def choice(name: str, *values: str) -> type[Choice]:
 Corpus = choice("Corpus", "phrasebook", "multi30k", "hub", "local")
 # Every corpus is read as these three splits (data/corpus.py).
 Split = choice("Split", "train", "validation", "test")
+# seq2seq-distill's training split: the teacher's translations alone, or beside the
+# original pairs
+DistillMode = choice("DistillMode", "replace", "add")
 PieceModel = choice("PieceModel", "unigram", "bpe")
 AttentionType = choice(
     "AttentionType",
@@ -210,6 +213,11 @@ class SelfAttentionConfig:
     # the Transformer's ratio (d_ff = 4 d_model)
     ffn: int | None = None
     dropout: float = 0.1  # on each block's sublayer outputs (residual dropout)
+    attention_dropout: float = 0.0  # on the attention weights, in training
+    qk_norm: bool = False  # layer norm on each head's queries and keys
+    # attention output projection and feed-forward output start at 0: each block
+    # starts as the identity
+    zero_init_out: bool = False
 
 
 @dataclass
@@ -258,6 +266,11 @@ class OptimConfig:
     lr: float = 1e-3
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.0
+    # the encoder's self-attention blocks (model.encoder.self_attention) in their own
+    # parameter group: their learning rate is lr × this scale, and it ramps up
+    # linearly over self_attention_warmup_steps on top of the schedule's own warm-up
+    self_attention_lr_scale: float = 1.0
+    self_attention_warmup_steps: int = 0
 
 
 @dataclass
@@ -504,6 +517,20 @@ class TranslateConfig(DecodeOptions):
 
 
 @dataclass
+class DistillConfig(DecodeOptions):
+    """``seq2seq-distill``: a teacher's translations of a split as a corpus folder."""
+
+    # a path, or a list of paths ([a.pt,b.pt]): an ensemble of one vocabulary
+    checkpoint: Any = MISSING
+    output: str = MISSING  # the distilled corpus folder (its chunks/ resume a run)
+    split: Split = Split.train  # the split whose sources are translated
+    mode: DistillMode = DistillMode.replace  # replace: distilled targets; add: both
+    chunk_sentences: int = 1000  # sentences a chunk file: what a killed run keeps
+    # the checkpoint's corpus settings with these on top (another corpus or folder)
+    data: DataOverrides = field(default_factory=DataOverrides)
+
+
+@dataclass
 class ServeConfig(DecodeOptions):
     """``seq2seq-serve``'s settings and the one place of the server's defaults: the
     server's parts (``serve.engine.Limits``, ``serve.app.Serving``, ``Batcher``,
@@ -577,6 +604,7 @@ SCHEMAS: dict[str, type] = {
     "train_schema": TrainConfig,
     "evaluate_schema": EvaluateConfig,
     "translate_schema": TranslateConfig,
+    "distill_schema": DistillConfig,
     "align_schema": AlignConfig,
     "serve_schema": ServeConfig,
 }

@@ -219,6 +219,7 @@ def check_self_attention(cfg: Any, prefix: str = "model.encoder.") -> None:
     key = f"{prefix}self_attention."
     check_values(sa, key, {"layers": NON_NEGATIVE, "heads": AT_LEAST_1})
     check_values(sa, key, {"ffn": POSITIVE, "dropout": RATE})
+    check_values(sa, key, {"attention_dropout": RATE})
     size = 2 * cfg.hidden_size
     require(
         size % sa.heads == 0,
@@ -229,6 +230,11 @@ def check_self_attention(cfg: Any, prefix: str = "model.encoder.") -> None:
 
 def check_optim(cfg: Any, prefix: str = "optim.") -> None:
     check_values(cfg, prefix, {"lr": POSITIVE, "weight_decay": NON_NEGATIVE})
+    blocks = {
+        "self_attention_lr_scale": POSITIVE,
+        "self_attention_warmup_steps": NON_NEGATIVE,
+    }
+    check_values(cfg, prefix, blocks)
     betas = list(cfg.betas)
     require(
         len(betas) == 2 and all(0 <= b < 1 for b in betas),

@@ -32,11 +32,12 @@ def test_primary_configs_compose(app):
     check_command(app, cfg)
 
 
-@pytest.mark.parametrize("app", ["evaluate", "translate", "align", "serve"])
+@pytest.mark.parametrize("app", ["evaluate", "translate", "distill", "align", "serve"])
 def test_checkpoint_apps_compose(app, tmp_path):
     ckpt = tmp_path / "x.pt"
     ckpt.touch()
     overrides = [f"checkpoint={ckpt}"] + (["text=a b"] if app == "align" else [])
+    overrides += [f"output={tmp_path / 'out'}"] if app == "distill" else []
     cfg = _compose(app, overrides)
     assert cfg.checkpoint == str(ckpt)
     check_command(app, cfg)
@@ -136,7 +137,7 @@ def test_evaluate_adds_a_gold_links_file_to_the_checkpoint_corpus(
 ):
     """seq2seq-evaluate data.alignments.test=FILE: AER on a corpus the checkpoint was
     trained without links for, even from a checkpoint saved before the field."""
-    from seq2seq.cli.evaluate import corpus_settings
+    from seq2seq.cli.checks import corpus_settings
     from seq2seq.config import DataConfig
 
     monkeypatch.chdir(tmp_path)

@@ -103,3 +103,36 @@ def test_too_few_kept_checkpoints_or_no_run_is_one_clear_error(run, tmp_path):
         score_run.main([str(run), "--last", "5"])
     with pytest.raises(SystemExit, match=r"no checkpoints/best\.pt"):
         score_run.main([str(tmp_path)])
+
+
+def test_an_ensemble_of_runs_is_decoded_together_and_kept_apart(run, monkeypatch):
+    single = score_run.main([str(run), *ARGS, "--validation-only"])
+    checkpoints = []
+    real = score_run.Scorer.decode
+
+    def spy(self, key, checkpoint, split, options):
+        checkpoints.append(checkpoint)
+        return real(self, key, checkpoint, split, options)
+
+    monkeypatch.setattr(score_run.Scorer, "decode", spy)
+    # the run with itself: the mixture of two equal models is that model
+    result = score_run.main(
+        [str(run), *ARGS, "--ensemble", str(run), "--validation-only"]
+    )
+    keys = ["best.pt×2 α0.6", "best.pt×2 α1.4", "avg3.pt×2 α0.6", "avg3.pt×2 α1.4"]
+    assert list(result["validation"]) == keys
+    ckpts = run / "checkpoints"
+    assert checkpoints[0] == [ckpts / "best.pt"] * 2
+    assert checkpoints[2] == [ckpts / "avg3.pt"] * 2
+    for key in keys:
+        alone = single["validation"][key.replace("×2", "")]
+        assert result["validation"][key]["bleu"] == pytest.approx(
+            alone["bleu"], abs=1.0
+        )
+    saved = json.loads((run / "scores.json").read_text())["validation"]
+    assert set(keys) <= set(saved) and "best.pt α0.6" in saved  # side by side
+    checkpoints.clear()
+    assert score_run.main(
+        [str(run), *ARGS, "--ensemble", str(run), "--validation-only"]
+    )
+    assert checkpoints == []  # kept: decoded once

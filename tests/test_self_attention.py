@@ -330,10 +330,10 @@ def _attribution_by_hand(translator, src, tgt, layer: int, alpha: float):
     leaf = (alpha * fixed).requires_grad_(True)
     calls, original = [], module.attend
 
-    def patched(q, k, v, mask, need_weights=False):
+    def patched(q, k, v, mask, need_weights=False, dropout=0.0):
         calls.append(1)
         if len(calls) - 1 != layer:
-            return original(q, k, v, mask, need_weights)
+            return original(q, k, v, mask, need_weights, dropout)
         return leaf[None] @ v, leaf[None]
 
     module.attend = patched

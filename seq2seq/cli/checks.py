@@ -1,6 +1,6 @@
-"""The rules that evaluate, translate and align share: the checkpoints they read,
-their decoding overrides, and a reverse checkpoint (a model trained the other way)
-for symmetrized word alignments.
+"""The rules that evaluate, translate, align and distill share: the checkpoints they
+read, their decoding overrides, a reverse checkpoint (a model trained the other way)
+for symmetrized word alignments, and a checkpoint's corpus with ``data.*`` on top.
 
 Each command's own rules stand in its module (``check_evaluate`` in ``evaluate.py``,
 ...); these run inside them, right after composition, so a missing checkpoint is
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.config import Corpus
 from seq2seq.config_checks import (
@@ -20,6 +20,7 @@ from seq2seq.config_checks import (
     BEAM,
     FRACTION,
     NON_NEGATIVE,
+    check_data,
     check_device,
     check_values,
     require,
@@ -113,3 +114,22 @@ def check_reverse(
         "give a model trained on the same corpus with data.src_lang and "
         "data.tgt_lang swapped",
     )
+
+
+def _set_fields(overrides: DictConfig) -> dict[str, Any]:
+    """The fields the user set (not None), nested tables included."""
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if isinstance(value, DictConfig):
+            value = _set_fields(value) or None
+        if value is not None:
+            out[str(key)] = value
+    return out
+
+
+def corpus_settings(checkpoint_data: DictConfig, overrides: DictConfig) -> DictConfig:
+    """The checkpoint's ``data`` with the user's ``data.*`` overrides on top, checked
+    like ``seq2seq-train``'s (a phrasebook pair, a ``local`` corpus's folder)."""
+    data = OmegaConf.merge(checkpoint_data, _set_fields(overrides))
+    check_data(data)
+    return data

@@ -12,16 +12,18 @@ model on another corpus or folder; the checkpoint's tokenizer is reused.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from seq2seq.cli.app import command, load_reverse, load_translator, run_dir
-from seq2seq.cli.checks import check_decoding_overrides, check_reverse_file
+from seq2seq.cli.checks import (
+    check_decoding_overrides,
+    check_reverse_file,
+    corpus_settings,
+)
 from seq2seq.config_checks import (
     AT_LEAST_1,
     SIZES,
-    check_data,
     check_folder,
     check_values,
     require,
@@ -40,25 +42,6 @@ def check_evaluate(cfg: DictConfig) -> None:
         "reverse_checkpoint= combines the two directions' word alignments for AER: "
         "add alignment=true",
     )
-
-
-def _set_fields(overrides: DictConfig) -> dict[str, Any]:
-    """The fields the user set (not None), nested tables included."""
-    out: dict[str, Any] = {}
-    for key, value in overrides.items():
-        if isinstance(value, DictConfig):
-            value = _set_fields(value) or None
-        if value is not None:
-            out[str(key)] = value
-    return out
-
-
-def corpus_settings(checkpoint_data: DictConfig, overrides: DictConfig) -> DictConfig:
-    """The checkpoint's ``data`` with the user's ``data.*`` overrides on top, checked
-    like ``seq2seq-train``'s (a phrasebook pair, a ``local`` corpus's folder)."""
-    data = OmegaConf.merge(checkpoint_data, _set_fields(overrides))
-    check_data(data)
-    return data
 
 
 def evaluate_checkpoint(cfg: DictConfig, out_dir: Path):

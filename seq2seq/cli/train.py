@@ -5,7 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from seq2seq.cli.app import command, run_dir
-from seq2seq.config import AttentionType, PieceModel
+from seq2seq.config import AttentionType, PieceModel, Schedule
 from seq2seq.config_checks import (
     check_data,
     check_decode,
@@ -35,6 +35,25 @@ def check_train(cfg: DictConfig) -> None:
         ),
         "trainer.guided_alignment > 0 needs an attention to guide; "
         "model/attention=none has none",
+    )
+    _check_block_optim(cfg)
+
+
+def _check_block_optim(cfg: DictConfig) -> None:
+    """The blocks' own learning rate needs blocks; their warm-up a schedule that sets
+    the rate every step (a plateau schedule only halves it now and then)."""
+    scaled = cfg.optim.self_attention_lr_scale != 1.0
+    warm = cfg.optim.self_attention_warmup_steps > 0
+    require(
+        not (scaled or warm) or cfg.model.encoder.self_attention.layers > 0,
+        "optim.self_attention_lr_scale and optim.self_attention_warmup_steps set the "
+        "blocks' learning rate: add blocks (model.encoder.self_attention.layers=2) "
+        "or leave them at 1.0 and 0",
+    )
+    require(
+        not warm or Schedule(cfg.scheduler.name) != Schedule.plateau,
+        "optim.self_attention_warmup_steps needs scheduler=budget, warmup or "
+        "constant, not plateau",
     )
 
 

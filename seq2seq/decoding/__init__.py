@@ -3,7 +3,8 @@
 ``settings`` makes the decoding settings and the output limit, ``search`` holds
 greedy and beam search, ``ensemble`` decodes models of one vocabulary as one,
 ``maps`` turns forced attention into maps (``AttentionMap``), ``scores`` is
-sacreBLEU, and ``translator`` bundles a model with all it needs (the Python API).
+sacreBLEU, ``translator`` bundles a model with all it needs (the Python API), and
+``distill`` decodes a whole split in resumable chunks (sequence-level distillation).
 The what-ifs: ``prefix`` (target prefixes the searches continue), ``knockout``
 (source words and heads knocked out), ``forced`` (forced passes under them, each
 step's distribution, occlusion) and ``whatif`` (those on a ``Translator``).

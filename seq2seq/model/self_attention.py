@@ -22,6 +22,16 @@ apart without a sinusoidal or learned position vector. Dropout is on each
 sublayer's output before the residual sum (the Transformer's residual dropout), not
 on the weights, so the weights drawn are the ones used.
 
+Options against saturated heads (all off by default, where the model and its parameter
+names are as before): ``attention_dropout`` drops attention weights in training (the
+Transformer's attention dropout); ``qk_norm`` puts a layer norm over each head's
+query and key vectors (Dehghani et al., 2023), so at its initial gains
+``|q·k|/√dₕ ≤ √dₕ`` and no logit can grow without bound; ``zero_init_out``
+(``SelfAttentionStack.start_as_identity``) starts the attention's output projection
+and the feed-forward's output layer at zero, so every block begins as the identity
+and the GRU's states pass through untouched until the blocks learn something
+(Fixup/ReZero's idea, Zhang et al., 2019; Bachlechner et al., 2020).
+
 Training and search run ``scaled_dot_product_attention`` (fused kernels); with
 ``need_weights`` the same softmax is computed explicitly and each head's weights
 ``(B, H, S, S)`` come back for the pictures (``tests/test_self_attention.py``
@@ -41,18 +51,29 @@ from seq2seq.model.dropout import Dropout
 
 
 def attend(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor, need_weights: bool = False
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor,
+    need_weights: bool = False,
+    dropout: float = 0.0,
 ) -> tuple[Tensor, Tensor | None]:
     """q, k, v ``(B, H, S, dₕ)``, mask ``(B, S)`` bool (True: a real key) →
     context ``(B, H, S, dₕ)`` and, with ``need_weights``, the weights
-    ``softmax(QKᵀ/√dₕ + M)`` ``(B, H, S, S)`` (rows: queries; float32 at least)."""
+    ``softmax(QKᵀ/√dₕ + M)`` ``(B, H, S, S)`` (rows: queries; float32 at least).
+    ``dropout``: the probability of dropping a weight before it reads ``v`` (pass
+    0 outside training); the weights returned are the ones before dropout."""
     keys = mask[:, None, None, :]  # (B, 1, 1, S)
     if not need_weights:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=keys), None
+        context = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=keys, dropout_p=dropout
+        )
+        return context, None
     wide = torch.promote_types(q.dtype, torch.float32)  # bf16 → fp32; fp64 stays
     scores = q.to(wide) @ k.to(wide).transpose(-2, -1) / math.sqrt(q.size(-1))
     weights = scores.masked_fill(~keys, float("-inf")).softmax(dim=-1)  # (B,H,S,S)
-    return (weights.to(v.dtype) @ v), weights
+    read = F.dropout(weights, dropout) if dropout else weights
+    return (read.to(v.dtype) @ v), weights
 
 
 class SelfAttentionBlock(nn.Module):
@@ -60,13 +81,27 @@ class SelfAttentionBlock(nn.Module):
     feed-forward layer, each behind a layer norm and inside a residual (module
     docstring)."""
 
-    def __init__(self, size: int, heads: int, ffn: int, dropout: float = 0.0):
+    def __init__(
+        self,
+        size: int,
+        heads: int,
+        ffn: int,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        qk_norm: bool = False,
+    ):
         super().__init__()
         if size % heads:
             raise ValueError(f"{heads} heads do not divide the state size {size}")
         self.heads = heads
+        self.attention_dropout = attention_dropout
         self.norm_attn = nn.LayerNorm(size)
         self.qkv = nn.Linear(size, 3 * size)
+        # one norm over dₕ shared by the heads (named norm_*: init_weights sets the
+        # gains to 1); absent unless asked for, so older checkpoints keep their names
+        if qk_norm:
+            self.norm_q = nn.LayerNorm(size // heads)
+            self.norm_k = nn.LayerNorm(size // heads)
         self.out = nn.Linear(size, size)
         self.norm_ffn = nn.LayerNorm(size)
         self.ffn_in = nn.Linear(size, ffn)
@@ -84,8 +119,11 @@ class SelfAttentionBlock(nn.Module):
         b, s, d = x.shape
         qkv = self.qkv(self.norm_attn(x)).view(b, s, 3, self.heads, d // self.heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, S, dₕ)
+        if hasattr(self, "norm_q"):
+            q, k = self.norm_q(q), self.norm_k(k)
         if self.weights_hook is None:
-            context, weights = attend(q, k, v, mask, need_weights)
+            drop = self.attention_dropout if self.training else 0.0
+            context, weights = attend(q, k, v, mask, need_weights, drop)
         else:
             context, weights = self.weights_hook(q, k, v, mask)
         context = context.transpose(1, 2).reshape(b, s, d)  # heads side by side
@@ -93,19 +131,39 @@ class SelfAttentionBlock(nn.Module):
         hidden = torch.relu(self.ffn_in(self.norm_ffn(a)))  # (B, S, ffn)
         return a + self.dropout(self.ffn_out(hidden)), weights
 
+    def start_as_identity(self) -> None:
+        """Zero the output projection and the feed-forward's output layer: the
+        block then returns its input (``zero_init_out``)."""
+        for layer in (self.out, self.ffn_out):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
 
 class SelfAttentionStack(nn.Module):
     """``layers`` blocks and the final layer norm over the encoder's states; padded
     positions come out as 0, as ``EncoderOutput.memory`` promises."""
 
     def __init__(
-        self, size: int, layers: int, heads: int, ffn: int, dropout: float = 0.0
+        self,
+        size: int,
+        layers: int,
+        heads: int,
+        ffn: int,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        qk_norm: bool = False,
     ):
         super().__init__()
         self.blocks = nn.ModuleList(
-            SelfAttentionBlock(size, heads, ffn, dropout) for _ in range(layers)
+            SelfAttentionBlock(size, heads, ffn, dropout, attention_dropout, qk_norm)
+            for _ in range(layers)
         )
         self.norm_out = nn.LayerNorm(size)
+
+    def start_as_identity(self) -> None:
+        """Every block starts as the identity (``zero_init_out``)."""
+        for block in self.blocks:
+            block.start_as_identity()
 
     def forward(
         self, memory: Tensor, mask: Tensor, need_weights: bool = False

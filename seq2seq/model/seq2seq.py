@@ -223,7 +223,13 @@ def build_self_attention(
     # seed every other parameter is drawn as in the model without blocks
     with torch.random.fork_rng(devices=[]):
         return SelfAttentionStack(
-            size, sa.layers, sa.heads, sa.ffn or 4 * size, sa.dropout
+            size,
+            sa.layers,
+            sa.heads,
+            sa.ffn or 4 * size,
+            sa.dropout,
+            sa.attention_dropout,
+            sa.qk_norm,
         )
 
 
@@ -274,4 +280,6 @@ def build_model(
     )
     model = Seq2Seq(encoder, bridge, decoder, build_self_attention(cfg, encoder))
     init_weights(model)
+    if model.self_attention is not None and cfg.encoder.self_attention.zero_init_out:
+        model.self_attention.start_as_identity()
     return model

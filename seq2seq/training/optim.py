@@ -1,4 +1,12 @@
-"""Optimizers, learning-rate schedules and the scheduled-sampling schedule."""
+"""Optimizers, learning-rate schedules and the scheduled-sampling schedule.
+
+The encoder's self-attention blocks may train in a parameter group of their own
+(``optim.self_attention_lr_scale``, ``optim.self_attention_warmup_steps``): blocks
+whose heads saturate at the rate the GRUs like get a lower one, and a ramp of their own
+on top of the schedule (the group's ``warmup_steps``), which every schedule that sets
+the rate each step (warm-up, constant, budget) applies. The groups and their settings
+live in the optimizer's state, so a resumed run continues with them exactly.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +18,16 @@ from torch.torch_version import TorchVersion
 from seq2seq.config import Metric, OptimizerName, Sampling, Schedule
 
 
+def group_ramp(group: dict, step: int) -> float:
+    """A parameter group's own linear ramp at ``step`` (from 0): ``(step + 1) / w``
+    over its ``warmup_steps`` ``w`` (none: 1)."""
+    warmup = group.get("warmup_steps", 0)
+    return min(1.0, (step + 1) / warmup) if warmup else 1.0
+
+
 class WarmupThen(torch.optim.lr_scheduler.LambdaLR):
-    """Linear warm-up over ``warmup_steps``, then constant or inverse-sqrt decay."""
+    """Linear warm-up over ``warmup_steps``, then constant or inverse-sqrt decay;
+    each parameter group's own ramp (``group_ramp``) on top."""
 
     def __init__(self, optimizer, warmup_steps: int, decay: bool) -> None:
         def factor(step: int) -> float:
@@ -22,7 +38,10 @@ class WarmupThen(torch.optim.lr_scheduler.LambdaLR):
                 return math.sqrt(warmup_steps / step)
             return 1.0
 
-        super().__init__(optimizer, factor)
+        def of_group(group: dict):
+            return lambda step: factor(step) * group_ramp(group, step)
+
+        super().__init__(optimizer, [of_group(g) for g in optimizer.param_groups])
 
 
 class BudgetCosine:
@@ -48,7 +67,8 @@ class BudgetCosine:
             warm = (step + 1) / self.warmup_steps
         for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             floor = min(self.min_lr, base)
-            group["lr"] = warm * (floor + (base - floor) * cosine)
+            ramp = group_ramp(group, step)
+            group["lr"] = ramp * warm * (floor + (base - floor) * cosine)
 
     def state_dict(self) -> dict:
         return {"base_lrs": list(self.base_lrs)}
@@ -68,7 +88,8 @@ def build_scheduler(cfg, optimizer, metric: Metric | str):
     if name == Schedule.budget:
         return None, None, BudgetCosine(optimizer, cfg.warmup_steps, cfg.min_lr)
     step_sched = None
-    if cfg.warmup_steps or name == Schedule.warmup:
+    ramps = any(g.get("warmup_steps", 0) for g in optimizer.param_groups)
+    if cfg.warmup_steps or name == Schedule.warmup or ramps:
         decay = name == Schedule.warmup
         step_sched = WarmupThen(optimizer, cfg.warmup_steps, decay=decay)
     plateau = None
@@ -112,16 +133,36 @@ def fused_supported(device: torch.device) -> bool:
     return device.type == "cpu" and TorchVersion(torch.__version__) >= (2, 4)
 
 
+def parameter_groups(cfg, model: torch.nn.Module) -> list[dict]:
+    """One group of every parameter; or two, the encoder's self-attention blocks
+    apart at ``lr × self_attention_lr_scale`` with their own ``warmup_steps``, when
+    the model has blocks and either setting is not its default."""
+    blocks = getattr(model, "self_attention", None)
+    if blocks is None or (
+        cfg.self_attention_lr_scale == 1.0 and cfg.self_attention_warmup_steps == 0
+    ):
+        return [{"params": list(model.parameters())}]
+    theirs = {id(p) for p in blocks.parameters()}
+    return [
+        {"params": [p for p in model.parameters() if id(p) not in theirs]},
+        {
+            "params": list(blocks.parameters()),
+            "lr": cfg.lr * cfg.self_attention_lr_scale,
+            "warmup_steps": int(cfg.self_attention_warmup_steps),
+        },
+    ]
+
+
 def build_optimizer(cfg, model: torch.nn.Module) -> torch.optim.Optimizer:
-    """Adam or AdamW, fused when the parameters' device has the kernels (same update
-    rule, up to float rounding)."""
+    """Adam or AdamW over ``parameter_groups``, fused when the parameters' device has
+    the kernels (same update rule, up to float rounding)."""
     kinds = {
         OptimizerName.adam: torch.optim.Adam,
         OptimizerName.adamw: torch.optim.AdamW,
     }
     device = next(model.parameters()).device
     return kinds[OptimizerName(cfg.name)](
-        model.parameters(),
+        parameter_groups(cfg, model),
         lr=cfg.lr,
         betas=tuple(cfg.betas),
         weight_decay=cfg.weight_decay,

@@ -432,8 +432,16 @@ class Trainer:
                     self.budget.update(self.progress.step, self._budget_used())
                 window.add(stats)
                 if self.progress.step % self.train_cfg.log_every == 0:
-                    lr = self.optimizer.param_groups[0]["lr"]
-                    log_train_window(self.tracker, bar, window.flush(), lr, step)
+                    groups = self.optimizer.param_groups
+                    log_train_window(
+                        self.tracker, bar, window.flush(), groups[0]["lr"], step
+                    )
+                    if (
+                        len(groups) > 1
+                    ):  # the blocks' own group (optim.self_attention_*)
+                        self.tracker.scalars(
+                            {"train/lr_self_attention": groups[1]["lr"]}, step
+                        )
                 reason = limit_reached(
                     self.progress, self.train_cfg, start, stop, self.dist, self.device
                 )

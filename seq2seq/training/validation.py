@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+
+import numpy as np
 
 from seq2seq.alignment.error import alignment_scores
 from seq2seq.alignment.extract import attention_maps, forced_split
@@ -46,6 +49,10 @@ def validate(
     if aligned is not None:
         result.update(aer=aligned.aer, aer_shifted=aligned.aer_shifted)
     tracker.scalars({f"valid/{name}": value for name, value in result.items()}, step)
+    if getattr(translator.model, "self_attention", None) is not None:
+        forced = translator.forced_attention(subset)
+        entropy = head_entropies([f.self_heads for f in forced])
+        tracker.scalars(entropy_scalars(entropy), step)
     n = min(cfg.trainer.alignment_samples, len(hyps))
     shown = forced_split(subset.head(n), [h.tokens for h in hyps[:n]])
     maps = attention_maps(translator, shown)
@@ -74,6 +81,31 @@ def log_occlusion(
     rhos = [r for r in rhos if not math.isnan(r)]
     if rhos:
         tracker.scalars({"valid/spearman_occlusion": sum(rhos) / len(rhos)}, step)
+
+
+def head_entropies(maps: Sequence[np.ndarray]) -> np.ndarray:
+    """Each block's and head's mean attention entropy ``-Σ p log p`` in nats
+    ``(layers, heads)``, over every real query of ``maps`` (one ``(layers, heads, S,
+    S)`` array a sentence, padding cut off). Near 0: a saturated head that reads one
+    piece; ``log S``: one that reads all alike."""
+    total, rows = 0.0, 0
+    for weights in maps:
+        p = weights.astype(np.float64)
+        total = total - (p * np.log(np.where(p > 0, p, 1.0))).sum(axis=(-1, -2))
+        rows += weights.shape[-2]
+    return np.asarray(total) / max(rows, 1)
+
+
+def entropy_scalars(entropy: np.ndarray) -> dict[str, float]:
+    """``valid/self_attention_entropy/layer{l}_head{h}`` for each head."""
+    layers, heads = entropy.shape
+    return {
+        f"valid/self_attention_entropy/layer{layer}_head{head}": float(
+            entropy[layer, head]
+        )
+        for layer in range(layers)
+        for head in range(heads)
+    }
 
 
 def log_self_attention(tracker: Tracker, att: AttentionMap, i: int, step: int) -> None:
