@@ -2,7 +2,9 @@
 alternative gives a translation that starts with it; a knock-out changes the
 translation and the change is drawn; occlusion appears beside the attention.
 
-Skips when Chromium or Playwright is missing (``SEQ2SEQ_REQUIRE_BROWSER=1``: fails)."""
+Skips when Chromium or Playwright is missing (``SEQ2SEQ_REQUIRE_BROWSER=1``: fails).
+``SEQ2SEQ_WHATIF_SCREENSHOT=PATH`` saves the page after the knock-out there
+(docs/whatif_page.png, with ``SEQ2SEQ_SERVE_CHECKPOINT`` a quickstart model)."""
 
 from __future__ import annotations
 
@@ -88,6 +90,9 @@ def test_what_ifs_by_keyboard(chromium, server):  # noqa: F811 (fixtures)
     assert rows == len(knocked["tgt_tokens"]) + 1
     assert "knocked out word" in page.inner_text("#change")
     assert page.locator("#knock button.word[aria-pressed='true']").count() == 1
+    target = os.environ.get("SEQ2SEQ_WHATIF_SCREENSHOT")
+    if target:
+        page.screenshot(path=target, full_page=True)
 
     # undo, then occlusion beside the attention (space toggles the checkbox)
     page.focus("#whatif-reset")
