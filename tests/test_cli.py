@@ -70,9 +70,9 @@ def test_evaluate_and_translate_decode_under_the_requested_precision(
     seen = []
     real = Translator.search
 
-    def spy(translator, split):
+    def spy(translator, split, *args, **kwargs):
         seen.append(translator.amp_dtype)
-        return real(translator, split)
+        return real(translator, split, *args, **kwargs)
 
     monkeypatch.setattr(Translator, "search", spy)
     monkeypatch.setattr(os, "environ", dict(os.environ))  # bf16 sets oneDNN caps

@@ -218,7 +218,10 @@ def test_other_ranks_log_only_warnings_and_errors_marked_with_their_rank():
     # only these handlers: the filter must not stay on pytest's capture handlers
     saved, root.handlers = root.handlers, handlers
     log = logging.getLogger("seq2seq.training.trainer")
-    level, log.level = log.level, logging.INFO
+    # setLevel, not ``log.level =``: it clears the loggers' cache of enabled levels,
+    # which an earlier test may have filled while this logger was at WARNING
+    level = log.level
+    log.setLevel(logging.INFO)
     try:
         quiet_other_ranks(DistInfo(rank=0, world_size=2))  # rank 0: unchanged
         log.info("step 2 | valid loss 1.0")
@@ -229,7 +232,7 @@ def test_other_ranks_log_only_warnings_and_errors_marked_with_their_rank():
         log.error("failed")
     finally:
         root.handlers = saved
-        log.level = level
+        log.setLevel(level)
     want = (
         "step 2 | valid loss 1.0\n[rank 1] non-finite loss at step 5\n[rank 1] failed\n"
     )

@@ -21,7 +21,7 @@ from tests.helpers import build_trainer, tiny_train_config
 pytestmark = pytest.mark.slow
 
 DRIVER = str(Path(__file__).with_name("pause_driver.py"))
-DECODING = "seq2seq.decoding.translator:Translator.hypotheses"
+DECODING = "seq2seq.decoding.translator:Translator.search"  # every decoding command
 
 
 @pytest.fixture(scope="module")

@@ -241,9 +241,9 @@ def test_validation_pass_syncs(trained, monkeypatch):
     monkeypatch.setattr(search_module, "check_interval", lambda device: every)
     real = translator_module.translate_batch
 
-    def spied(model, batch, settings, step):
+    def spied(model, batch, settings, step, **extra):
         counted, calls = _steps_counted(step)
-        out = real(model, batch, settings, counted)
+        out = real(model, batch, settings, counted, **extra)
         limit = int(output_limits(batch.src_lengths, settings).max())
         runs.append((len(calls), limit))
         return out
