@@ -20,7 +20,6 @@ from seq2seq.decoding.search import beam_search, greedy_search
 from seq2seq.decoding.search import decode_settings as _settings
 from seq2seq.decoding.translator import Translator
 from seq2seq.decoding.whatif import (
-    forced_passes,
     log_probabilities,
     occlusion_maps,
     step_distributions,
@@ -73,7 +72,7 @@ def test_translations_start_with_the_prefix_and_score_it_as_forced_decoding(
         assert hyp.tokens[: len(prefix)] == prefix
     assert out[0].startswith("die") and out[2].startswith("eine rote")
     # the search's score of the prefix = forced decoding of the prefix
-    forced = forced_passes(translator, forced_split(split, ids))
+    forced = translator.forced_passes(forced_split(split, ids))
     for k in (0, 2, 3):
         lp = forced[k].log_probs[: len(ids[k])]  # the prefix's steps, not its EOS
         expect = lp.gather(1, torch.tensor(ids[k])[:, None]).sum()

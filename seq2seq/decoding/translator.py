@@ -27,6 +27,7 @@ from seq2seq.data.batching import Batch, VocabCheck, make_loader
 from seq2seq.data.splits import EncodedSplit, encode_texts
 from seq2seq.data.tokenizer import PAD_ID, Tokenizer
 from seq2seq.decoding.ensemble import Ensemble
+from seq2seq.decoding.forced import Forced, forced_outputs
 from seq2seq.decoding.knockout import (
     Knockout,
     KnockoutMasks,
@@ -43,7 +44,6 @@ from seq2seq.decoding.maps import (
 from seq2seq.decoding.prefix import batch_prefixes, prefix_ids
 from seq2seq.decoding.search import Hypothesis, run_step, translate_batch
 from seq2seq.decoding.settings import decode_settings
-from seq2seq.decoding.whatif import forced_passes
 from seq2seq.errors import InputError
 from seq2seq.model.checkpoint import load_checkpoint
 from seq2seq.model.device import autocast, resolve_precision, select_device
@@ -348,13 +348,47 @@ class Translator:
                 src_lengths,
             )
 
+    @torch.inference_mode()
+    def forced_passes(
+        self,
+        split: EncodedSplit,
+        knockouts: Sequence[Knockout | None] | None = None,
+    ) -> list[Forced]:
+        """Per pair, forced through its target (``split.tgt_ids``, EOS added): the
+        ``Forced`` of one sentence, padding cut off (log_probs ``(T, V)`` on the
+        device, attention ``(T, S)`` and heads on the host), under ``knockouts``."""
+        self.model.eval()
+        masks = self.knockout_masks(split, knockouts)
+        out: list[Forced | None] = [None] * len(split)
+        for batch, ids, tgt_lengths, src_lengths in self.forced_batches(split):
+            rows = None if masks is None else masks.batch(ids, self.device)
+            with autocast(self.device, self.amp_dtype):
+                res = forced_outputs(
+                    self.model,
+                    batch.src,
+                    batch.src_lengths,
+                    batch.src_mask,
+                    batch.tgt_in,
+                    rows,
+                )
+            attention = res.attention.float().cpu()
+            heads = None if res.heads is None else res.heads.float().cpu()
+            for row, index in enumerate(ids):
+                t, s = tgt_lengths[row], src_lengths[row]
+                out[index] = Forced(
+                    res.log_probs[row, :t],
+                    attention[row, :t, :s],
+                    None if heads is None else heads[row, :, :t, :s],
+                )
+        return out  # type: ignore[return-value]
+
     def _knocked_attention(
         self, split: EncodedSplit, knockouts: Sequence[Knockout | None]
     ) -> list[ForcedAttention]:
         """``forced_attention`` of the knocked-out model (no self-attention maps)."""
         return [
             ForcedAttention(f.attention.numpy(), _numpy(f.heads))
-            for f in forced_passes(self, split, knockouts)
+            for f in self.forced_passes(split, knockouts)
         ]
 
     def attention_maps(

@@ -18,9 +18,7 @@ from seq2seq.data.batching import collate
 from seq2seq.data.pieces import word_pieces
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.decoding.forced import (
-    Forced,
     StepStats,
-    forced_outputs,
     occlusion,
     spread_over_pieces,
     step_stats,
@@ -31,42 +29,6 @@ from seq2seq.model.device import autocast
 
 if TYPE_CHECKING:
     from seq2seq.decoding.translator import Translator
-
-
-@torch.inference_mode()
-def forced_passes(
-    translator: Translator,
-    split: EncodedSplit,
-    knockouts: Sequence[Knockout | None] | None = None,
-) -> list[Forced]:
-    """Per pair, forced through its target (``split.tgt_ids``, EOS added): the
-    ``Forced`` of one sentence, padding cut off (log_probs ``(T, V)`` on the
-    device, attention ``(T, S)`` and heads on the host), under ``knockouts``."""
-    tr = translator
-    tr.model.eval()
-    masks = tr.knockout_masks(split, knockouts)
-    out: list[Forced | None] = [None] * len(split)
-    for batch, ids, tgt_lengths, src_lengths in tr.forced_batches(split):
-        rows = None if masks is None else masks.batch(ids, tr.device)
-        with autocast(tr.device, tr.amp_dtype):
-            res = forced_outputs(
-                tr.model,
-                batch.src,
-                batch.src_lengths,
-                batch.src_mask,
-                batch.tgt_in,
-                rows,
-            )
-        attention = res.attention.float().cpu()
-        heads = None if res.heads is None else res.heads.float().cpu()
-        for row, index in enumerate(ids):
-            t, s = tgt_lengths[row], src_lengths[row]
-            out[index] = Forced(
-                res.log_probs[row, :t],
-                attention[row, :t, :s],
-                None if heads is None else heads[row, :, :t, :s],
-            )
-    return out  # type: ignore[return-value]
 
 
 def _targets(split: EncodedSplit, k: int, device: torch.device) -> torch.Tensor:
@@ -83,7 +45,7 @@ def step_distributions(
     """Per pair, each target step's probability of the piece written, entropy and
     ``k`` most probable pieces (``forced.step_stats``), on the host."""
     out = []
-    for i, res in enumerate(forced_passes(translator, split, knockouts)):
+    for i, res in enumerate(translator.forced_passes(split, knockouts)):
         stats = step_stats(res.log_probs, _targets(split, i, res.log_probs.device), k)
         out.append(StepStats(*(x.cpu() for x in stats)))
     return out
@@ -98,7 +60,7 @@ def log_probabilities(
     p), under ``knockouts``: a knock-out's change in a translation's
     log-probability is this with and without it."""
     out = []
-    for i, res in enumerate(forced_passes(translator, split, knockouts)):
+    for i, res in enumerate(translator.forced_passes(split, knockouts)):
         targets = _targets(split, i, res.log_probs.device)
         out.append(float(target_log_probs(res.log_probs[None], targets[None]).sum()))
     return out

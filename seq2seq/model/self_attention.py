@@ -144,19 +144,13 @@ class SelfAttentionStack(nn.Module):
     positions come out as 0, as ``EncoderOutput.memory`` promises."""
 
     def __init__(
-        self,
-        size: int,
-        layers: int,
-        heads: int,
-        ffn: int,
-        dropout: float = 0.0,
-        attention_dropout: float = 0.0,
-        qk_norm: bool = False,
+        self, size: int, layers: int, heads: int, ffn: int, **options: float | bool
     ):
+        """``options``: each block's (``SelfAttentionBlock``'s ``dropout``,
+        ``attention_dropout``, ``qk_norm``)."""
         super().__init__()
         self.blocks = nn.ModuleList(
-            SelfAttentionBlock(size, heads, ffn, dropout, attention_dropout, qk_norm)
-            for _ in range(layers)
+            SelfAttentionBlock(size, heads, ffn, **options) for _ in range(layers)
         )
         self.norm_out = nn.LayerNorm(size)
 

@@ -227,9 +227,9 @@ def build_self_attention(
             sa.layers,
             sa.heads,
             sa.ffn or 4 * size,
-            sa.dropout,
-            sa.attention_dropout,
-            sa.qk_norm,
+            dropout=sa.dropout,
+            attention_dropout=sa.attention_dropout,
+            qk_norm=sa.qk_norm,
         )
 
 
