@@ -548,6 +548,12 @@ class ServeConfig(DecodeOptions):
     max_queue: int = 256  # requests waiting at most; more are answered 503
     timeout_s: float = 30.0  # a request waiting and running longer is answered 503
     max_body_bytes: int = 1048576  # larger request bodies are answered 413
+    # a model trained the other way (tgt->src) on the same corpus (or a list: an
+    # ensemble): the page and /attention show its attention and both directions'
+    # word links, combined by `symmetrize` through `two_way` as seq2seq-align does
+    reverse_checkpoint: Any = None
+    symmetrize: Symmetrize = Symmetrize.geometric
+    two_way: TwoWayReadout = field(default_factory=TwoWayReadout)
 
 
 @dataclass

@@ -100,14 +100,12 @@ def multi30k_prepared(multi30k_dir, tmp_path_factory):
     return prepare_data(data, TokenizerConfig(), cache)
 
 
-@pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory) -> Path:
-    """A tiny phrasebook model trained in-process for 40 steps (seconds): its
-    ``last.pt``, for the tests that need a checkpoint whose translations differ from
-    text to text (its ``best.pt``, from step 10, writes nothing)."""
+def _tiny_run(tmp_path_factory, name: str, *overrides: str) -> Path:
+    """A tiny phrasebook model trained in-process for 40 steps (seconds), with
+    ``overrides``: its ``last.pt``."""
     from tests.helpers import build_trainer, tiny_train_config
 
-    tmp = tmp_path_factory.mktemp("tiny-checkpoint")
+    tmp = tmp_path_factory.mktemp(name)
     cfg = tiny_train_config(
         tmp / "cache",
         "trainer.max_steps=40",
@@ -116,6 +114,34 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
         "trainer.valid_max_sentences=8",
         "trainer.alignment_samples=0",
         "evaluate_test=false",
+        *overrides,
     )
     build_trainer(cfg, tmp / "run").fit()
     return tmp / "run" / "checkpoints" / "last.pt"
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    """A tiny en→fr phrasebook model trained in-process for 40 steps (seconds): its
+    ``last.pt``, for the tests that need a checkpoint whose translations differ from
+    text to text (its ``best.pt``, from step 10, writes nothing)."""
+    return _tiny_run(tmp_path_factory, "tiny-checkpoint")
+
+
+@pytest.fixture(scope="session")
+def tiny_reverse_checkpoint(tmp_path_factory) -> Path:
+    """``tiny_checkpoint``'s model the other way: fr→en on the same phrasebook."""
+    return _tiny_run(
+        tmp_path_factory, "tiny-reverse", "data.src_lang=fr", "data.tgt_lang=en"
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_blocks_checkpoint(tmp_path_factory) -> Path:
+    """``tiny_checkpoint``'s model with one encoder self-attention block of 2 heads."""
+    return _tiny_run(
+        tmp_path_factory,
+        "tiny-blocks",
+        "model.encoder.self_attention.layers=1",
+        "model.encoder.self_attention.heads=2",
+    )

@@ -1,6 +1,11 @@
 """The page's what-ifs in a real headless Chromium, by keyboard: choosing a step's
-alternative gives a translation that starts with it; a knock-out changes the
-translation and the change is drawn; occlusion appears beside the attention.
+alternative gives a translation that starts with it; a knock-out (a source word, an
+encoder self-attention head) changes the translation and the change is drawn;
+occlusion appears beside the attention.
+
+The time from a what-if's click to its answer drawn is printed (``click to drawn``;
+the issue's targets: 300 ms on the quickstart model, 1 s on a Multi30k one, measured
+with ``SEQ2SEQ_SERVE_CHECKPOINT`` on quiet cores), never asserted.
 
 Skips when Chromium or Playwright is missing (``SEQ2SEQ_REQUIRE_BROWSER=1``: fails).
 ``SEQ2SEQ_WHATIF_SCREENSHOT=PATH`` saves the page after the knock-out there
@@ -13,10 +18,12 @@ import os
 import pytest
 
 from tests.test_serve_browser import _post, chromium, server  # noqa: F401 (fixtures)
+from tests.test_serve_process import start_server
 
 pytestmark = pytest.mark.slow
 
-SENTENCE = "Tom cooks this egg ."
+# SEQ2SEQ_SERVE_TEXT: a sentence in the language of SEQ2SEQ_SERVE_CHECKPOINT's model
+SENTENCE = os.environ.get("SEQ2SEQ_SERVE_TEXT", "Tom cooks this egg .")
 
 
 def _drawn(page, before: str | None, timeout: int = 20_000) -> str:
@@ -28,6 +35,14 @@ def _drawn(page, before: str | None, timeout: int = 20_000) -> str:
         timeout=timeout,
     )
     return page.get_attribute("body", "data-drawn")
+
+
+def _click_to_drawn(page, what: str, record_property) -> None:
+    """Print (never assert) the last what-if's click-to-drawn time."""
+    ms = page.evaluate("window.timing.drawn - window.timing.asked")
+    print(f"click to drawn, {what}: {ms:.0f} ms")
+    record_property(f"click_to_drawn_ms_{what.replace(' ', '_')}", round(ms))
+    assert ms > 0
 
 
 def _changing_word(port: int, text: str, words: int) -> int | None:
@@ -42,7 +57,7 @@ def _changing_word(port: int, text: str, words: int) -> int | None:
     return None
 
 
-def test_what_ifs_by_keyboard(chromium, server):  # noqa: F811 (fixtures)
+def test_what_ifs_by_keyboard(chromium, server, record_property):  # noqa: F811
     port = server
     page = chromium.new_page(viewport={"width": 1280, "height": 1000})
     errors = []
@@ -65,6 +80,7 @@ def test_what_ifs_by_keyboard(chromium, server):  # noqa: F811 (fixtures)
     assert chosen and chosen != plain["tgt_tokens"][0]
     page.keyboard.press("Enter")
     drawn = _drawn(page, drawn)
+    _click_to_drawn(page, "an alternative", record_property)
     assert page.locator("#steps .step .piece").first.inner_text() == chosen
     assert page.is_visible("#change")
     assert page.locator("#change ins").count() >= 1  # the new first piece, marked
@@ -80,6 +96,7 @@ def test_what_ifs_by_keyboard(chromium, server):  # noqa: F811 (fixtures)
     page.focus(f"#knock button.word[data-word='{word or 0}']")
     page.keyboard.press("Enter")
     drawn = _drawn(page, drawn)
+    _click_to_drawn(page, "a word knocked out", record_property)
     body = {"text": text, "nbest": 3, "knockout": {"words": [word or 0]}}
     knocked = _post(port, "/attention", body)
     assert page.inner_text("#translation") == knocked["translation"]
@@ -104,4 +121,64 @@ def test_what_ifs_by_keyboard(chromium, server):  # noqa: F811 (fixtures)
     assert page.locator("#view .views .occ table.att").count() == 1
     assert page.locator("#view .views .heat table.att").count() == 1
     assert "Spearman \u03c1(attention, occlusion)" in page.inner_text("#view")
+    assert errors == []
+
+
+@pytest.fixture
+def blocks_server(tiny_blocks_checkpoint, tmp_path):
+    """The server on a tiny model with one self-attention block of 2 heads."""
+    proc, port, _ = start_server(tiny_blocks_checkpoint, tmp_path / "run")
+    yield port
+    proc.terminate()
+    proc.wait(timeout=60)
+
+
+def test_self_attention_heads_knock_out_by_keyboard(
+    chromium,  # noqa: F811 (fixture)
+    blocks_server,
+    record_property,
+):
+    port = blocks_server
+    page = chromium.new_page(viewport={"width": 1280, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    sent = []
+    page.on("request", lambda r: r.method == "POST" and sent.append(r.post_data_json))
+    page.goto(f"http://127.0.0.1:{port}/")
+    page.wait_for_selector("body[data-ready='1']")
+    page.focus("#src")
+    page.keyboard.type(SENTENCE)
+    drawn = _drawn(page, None)
+    # one toggle per head of each block: layer 1 (index 0), heads 1 and 2
+    heads = page.locator("#knock button.self-head")
+    assert heads.all_inner_texts() == ["self 1.1", "self 1.2"]
+    assert heads.first.get_attribute("aria-pressed") == "false"
+
+    # Tab from the last source word reaches the first self-attention head
+    page.focus("#knock button.word >> nth=-1")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "self-head"
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")  # layer 0, head 1
+    drawn = _drawn(page, drawn)
+    _click_to_drawn(page, "a self-attention head knocked out", record_property)
+    assert sent[-1]["knockout"]["self_heads"] == [[0, 1]]
+    body = {"text": SENTENCE, "nbest": 3, "knockout": {"self_heads": [[0, 1]]}}
+    knocked = _post(port, "/attention", body)
+    assert page.inner_text("#translation") == knocked["translation"]
+    assert "knocked out self-attention layer 0 head 1" in page.inner_text("#change")
+    pressed = page.locator("#knock button.self-head[aria-pressed='true']")
+    assert pressed.all_inner_texts() == ["self 1.2"]
+
+    # both heads knocked out, then undone: the model's own translation again
+    page.focus("#knock button.self-head[data-head='0']")
+    page.keyboard.press("Enter")
+    drawn = _drawn(page, drawn)
+    assert sent[-1]["knockout"]["self_heads"] == [[0, 0], [0, 1]]
+    page.focus("#whatif-reset")
+    page.keyboard.press("Enter")
+    drawn = _drawn(page, drawn)
+    assert "knockout" not in sent[-1]
+    plain = _post(port, "/attention", {"text": SENTENCE, "nbest": 3})
+    assert page.inner_text("#translation") == plain["translation"]
     assert errors == []

@@ -1,6 +1,8 @@
 """``seq2seq-serve``: a translation server with a live attention explorer.
 
-Loads the checkpoint once (or an ensemble), warms it with one translation, and serves
+Loads the checkpoint once (or an ensemble), and with ``reverse_checkpoint`` a model
+trained the other way on the same corpus (checked as ``seq2seq-align`` checks it),
+warms it with one translation, and serves
 the page at ``/`` and the JSON API (``seq2seq/serve/``) on ``host:port``, 127.0.0.1
 unless told otherwise. Ctrl-C or SIGTERM lets the requests in flight finish, then
 the command exits 0.
@@ -12,13 +14,18 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from seq2seq.cli.app import command, load_translator
-from seq2seq.cli.checks import check_decoding_overrides, checkpoint_paths
+from seq2seq.cli.app import command, load_reverse, load_translator
+from seq2seq.cli.checks import (
+    check_decoding_overrides,
+    check_reverse_file,
+    checkpoint_paths,
+)
 from seq2seq.config_checks import AT_LEAST_1, NON_NEGATIVE, POSITIVE, check_values
 
 
 def check_serve(cfg: DictConfig) -> None:
     check_decoding_overrides(cfg)
+    check_reverse_file(cfg)
     port = (lambda v: 0 <= v <= 65535, "must be in [0, 65535] (0: any free port)")
     rules = {
         "port": port,
@@ -39,10 +46,24 @@ def _serve(cfg: DictConfig) -> int:
 
     translator = load_translator(cfg)
     names = [Path(p).name for p in checkpoint_paths(cfg.checkpoint)]
-    engine = Engine(translator, Limits.of(cfg), names)
+    engine = Engine(translator, Limits.of(cfg), names, _both_ways(cfg, translator))
     engine.warm()
     app = create_app(engine, Serving.of(cfg))
     return serve(app, cfg.host, cfg.port, cfg.timeout_s)
+
+
+def _both_ways(cfg: DictConfig, translator):
+    """The reverse model and the two-way readout (``serve.twoway.BothWays``), or
+    None without ``reverse_checkpoint``."""
+    from seq2seq.alignment.twoway import readout_for
+    from seq2seq.serve.twoway import BothWays
+
+    reverse = load_reverse(cfg, translator)
+    if reverse is None:
+        return None
+    readout = readout_for(cfg.two_way, translator.config.data)
+    names = [Path(p).name for p in checkpoint_paths(cfg.reverse_checkpoint)]
+    return BothWays(reverse, readout, cfg.symmetrize, names)
 
 
 main = command("serve", _serve, check_serve)

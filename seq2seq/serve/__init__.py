@@ -5,5 +5,7 @@ attribution), ``batcher`` gathers concurrent requests into one search on one wor
 thread, ``schemas`` says what a request may hold, ``guard`` refuses bodies before
 they are parsed, ``app`` is the ASGI application (FastAPI) with the page at ``/``,
 ``server`` runs it with uvicorn; ``whatif`` checks the what-ifs (prefixes, knock-outs)
-and builds their answers' parts. It composes ``decoding`` and ``alignment``.
+and builds their answers' parts; ``twoway`` reads each shown pair with a model trained
+the other way (its attention, both directions' symmetrized word links). It composes
+``decoding`` and ``alignment``.
 """

@@ -45,6 +45,7 @@ PAGE_FILES = {
     "attention.css": "text/css",
     "serve.js": "application/javascript",
     "whatif.js": "application/javascript",
+    "share.js": "application/javascript",
     "serve.css": "text/css",
 }
 SCHEMAS = {"/translate": TranslateRequest, "/attention": AttentionRequest}
@@ -123,7 +124,12 @@ def create_app(engine: Engine, serving: Serving | None = None) -> BodyGuard:
         """Translate texts; ``nbest`` alternatives per text with their scores."""
         return await answer(request, engine.check_translate(req))
 
-    @app.post("/attention", response_model=AttentionResponse)
+    # the fields answered are those set: reverse and two_way only with a reverse model
+    @app.post(
+        "/attention",
+        response_model=AttentionResponse,
+        response_model_exclude_unset=True,
+    )
     async def attention(req: AttentionRequest, request: Request) -> Any:
         """Where the model looked while translating ``text`` (or reading
         ``reference``): pieces, words, weights (per head, self-attention when the

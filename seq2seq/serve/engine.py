@@ -6,7 +6,9 @@ cost (its source pieces, what the batch budget counts). ``check_*`` refuse what 
 model cannot take (``RequestError``, a 422 with one line); ``run`` is the batcher's
 runner. Translations are ``Translator.nbest``'s and attention ``Translator.attention``'s
 (search, then forced through the hypothesis, or through a given reference), each
-with its words, Pharaoh links and, when asked, gradient × input attribution.
+with its words, Pharaoh links and, when asked, gradient × input attribution; with a
+reverse model (``twoway.BothWays``), its attention on the pair the other way and the
+two directions' symmetrized word links.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from seq2seq.decoding.translator import Translator
 from seq2seq.decoding.whatif import step_distributions
 from seq2seq.model.seq2seq import Seq2Seq
 from seq2seq.serve.schemas import AttentionRequest, TranslateRequest
+from seq2seq.serve.twoway import BothWays
 from seq2seq.serve.whatif import (
     RequestError,
     check_prefixes,
@@ -73,11 +76,16 @@ class Engine:
     except ``check_*`` and ``info``, which only tokenize or read)."""
 
     def __init__(
-        self, translator: Translator, limits: Limits, names: Sequence[str] = ()
+        self,
+        translator: Translator,
+        limits: Limits,
+        names: Sequence[str] = (),
+        both: BothWays | None = None,
     ):
         self.translator = translator
         self.limits = limits
         self.names = list(names)  # the checkpoints' file names, for /info
+        self.both = both  # a model trained the other way, when given
 
     @property
     def explains(self) -> bool:
@@ -218,6 +226,7 @@ class Engine:
             hyps = [hs[0] for hs in found]
             split = forced_split(split, [h.tokens for h in hyps])
             translations = tr.detokenize(hyps)
+            split.tgt_text = translations  # what the reverse model reads
             nbest = [
                 [
                     {"text": t, "score": h.score}
@@ -228,6 +237,7 @@ class Engine:
         maps = tr.attention_maps(split, knockouts=kos)
         stats = step_distributions(tr, split, top_k, kos) if top_k else None
         occluded = occlusions(tr, split) if occlude else None
+        both = self.both.read(tr, split) if self.both is not None else None
         out = []
         for k, att in enumerate(maps):
             if explain:
@@ -238,6 +248,11 @@ class Engine:
             rec.update(
                 whatif_parts(tr, att, prefixes[k], knocked[k], stats, occluded, k)
             )
+            if both is not None:
+                back, links = both[k]  # None, None: an empty translation
+                if back is not None:
+                    back = record(back, translations[k], texts[k], True)
+                rec["reverse"], rec["two_way"] = back, links
             out.append(rec)
         return out
 
@@ -277,6 +292,7 @@ class Engine:
             "attribution": self.explains,
             "limits": asdict(self.limits),
             "serving": serving,
+            "reverse": None if self.both is None else self.both.info(),
         }
 
 

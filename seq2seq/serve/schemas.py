@@ -113,7 +113,45 @@ class AttentionResponse(BaseModel):
     # the Spearman ρ of each pair of the maps given: "attention~attribution",
     # "attention~occlusion", "attribution~occlusion"
     correlations: dict[str, float | None] | None = None
+    # with a reverse model (seq2seq-serve reverse_checkpoint=...), else absent (the
+    # route answers the fields set): its attention reading the pair the other way,
+    # and both directions' word links
+    reverse: ReverseAttention | None = None
+    two_way: TwoWayLinks | None = None
     caveat: str
+
+
+class ReverseAttention(BaseModel):
+    """The reverse model forced through the typed text while reading the shown
+    translation: its pieces (``src_tokens`` the translation's, ``tgt_tokens`` the
+    text's, ``</s>`` last), words, weights ``(T, S)``, heads, and its word links
+    (``i-j``: a word of the translation, a word of the text)."""
+
+    text: str  # what it reads: the shown translation
+    translation: str  # what it is forced through: the typed text
+    src_tokens: list[str]
+    tgt_tokens: list[str]
+    src_words: list[Word]
+    tgt_words: list[Word]
+    weights: list[list[float]]
+    heads: list[list[list[float]]] | None = None
+    links: str
+    piece_links: str
+
+
+class TwoWayLinks(BaseModel):
+    """Both directions' word links, in the forward orientation (``i-j``: source
+    word, target word), as ``seq2seq-align reverse_checkpoint=... format=pharaoh
+    words=true`` reads them: each direction's attention over words mixed with its
+    lexicon (``readout``), its argmax links, and the two combined by ``rule``."""
+
+    rule: str  # seq2seq-serve's symmetrize=
+    readout: str  # the lexicon's share and geometric's thresholds (two_way.*)
+    links: str  # the combined links
+    forward_links: str
+    reverse_links: str  # the reverse model's, transposed
+    forward_attention: list[list[float]]  # (target words, source words), mixed
+    reverse_attention: list[list[float]]  # the reverse model's, transposed
 
 
 class Alternative(BaseModel):

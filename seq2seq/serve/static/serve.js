@@ -1,15 +1,20 @@
 /* seq2seq-serve's page: translate as you type (debounced), the n-best list, and the
    attention drawn by attention.js (the HTML viewer's drawing code). Each change
    sends one POST /attention (translation, n-best, heatmap, heads, self-attention,
-   attribution); an answer older than the latest request is dropped.
+   attribution); an answer older than the latest request is dropped. The switch
+   #unit draws the maps over pieces or words (AttentionView.words); with a reverse
+   model the answer's reverse record and two_way links are drawn in #twoway.
+   share.js saves the view (PNG, SVG, JSON) and keeps it in the URL.
+   window.timing.render: how long the last answer took to draw (DOM and layout,
+   ms), for the browser test's log.
    window.timing.typed / .drawn: when the last keystroke came and when its heatmap
    was drawn (performance.now(), ms), for the browser test's log. */
 (function () {
   'use strict';
   var DEBOUNCE_MS = 120;
   var $ = function (id) { return document.getElementById(id); };
-  var seq = 0, timer = null;
-  window.timing = {typed: 0, drawn: 0};
+  var seq = 0, timer = null, last = null;
+  window.timing = {typed: 0, drawn: 0, asked: 0};
 
   function post(path, body) {
     return fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'},
@@ -41,20 +46,54 @@
     });
   }
 
+  /* The record as the page draws it: over pieces, or over words. */
+  function inUnits(rec) { return $('unit').value === 'words' ? AttentionView.words(rec) : rec; }
+
   function showAttention(rec) {
     $('translation').textContent = rec.translation;
     var view = $('view');
     var before = view.querySelector('select.head');
-    var head = before ? before.value : null;
+    var head = before ? before.value : (window.SharePage ? SharePage.head() : null);
     view.innerHTML = '';
     rec.title = rec.forced ? 'forced through the reference' : 'the model\'s translation';
-    var sec = AttentionView.render(view, rec, 0);
+    var shown = inUnits(rec);
+    var sec = AttentionView.render(view, shown, 0);
     var sel = sec.querySelector('select.head');
     if (sel && head && Array.prototype.some.call(sel.options, function (o) { return o.value === head; })) {
       sel.value = head;
       sel.dispatchEvent(new Event('change'));
     }
     $('attr-explain').hidden = !rec.attribution;
+    showTwoWay(rec);
+    return shown;
+  }
+
+  /* The reverse model's attention and both directions' word links (two_way, over
+     the text's and the translation's whitespace words). */
+  function showTwoWay(rec) {
+    var box = $('twoway');
+    box.innerHTML = '';
+    box.hidden = !('reverse' in rec);  // absent: the server has no reverse model
+    var h = '<h2>both directions</h2>';
+    if (!rec.reverse) {
+      box.innerHTML = h + '<p class="note">the translation is empty: nothing for the reverse model to read</p>';
+      return;
+    }
+    var tw = rec.two_way, langs = window.reverseLanguages || 'the other way';
+    if (tw) {
+      h += '<p class="note">word links of ' + AttentionView.esc(tw.rule) + ' (' + AttentionView.esc(tw.readout) +
+        '): the two models\' word attention, each mixed with its lexicon, combined as seq2seq-align does</p>';
+      h += AttentionView.links(rec.text.trim().split(/\s+/), rec.translation.trim().split(/\s+/), [
+        {name: 'forward', cls: 'forward', links: tw.forward_links},
+        {name: 'reverse', cls: 'reverse', links: tw.reverse_links},
+        {name: tw.rule, cls: 'combined', links: tw.links}]);
+    } else {
+      h += '<p class="note">no word links: a piece of one model is not a word of the text (an unknown piece?)</p>';
+    }
+    box.innerHTML = h;
+    var back = rec.reverse;
+    back.title = 'the reverse model (' + langs + ') reading the translation, forced through the text';
+    AttentionView.render(box, inUnits(back), 1);
   }
 
   function update() {
@@ -68,11 +107,16 @@
     status('translating…');
     post('/attention', req).then(function (rec) {
       if (mine !== seq) return;
-      showAttention(rec);
-      showNbest(rec.nbest);
-      if (window.WhatIf) WhatIf.shown(rec);
+      var t0 = performance.now();
+      last = rec;
       $('out').hidden = false;
+      var shown = showAttention(rec);
+      showNbest(rec.nbest);
+      if (window.WhatIf) WhatIf.shown(rec, shown);
+      void document.body.offsetHeight;  // the layout, part of the drawing's time
       window.timing.drawn = performance.now();
+      window.timing.render = window.timing.drawn - t0;
+      if (window.SharePage) SharePage.remember();
       document.body.setAttribute('data-drawn', String(mine));
       status('');
     }, function (err) {
@@ -89,14 +133,28 @@
 
   ['src', 'ref'].forEach(function (id) { $(id).addEventListener('input', later); });
   ['beam', 'nbest', 'attr'].forEach(function (id) { $(id).addEventListener('change', update); });
+  $('unit').addEventListener('change', function () {  // the same answer, redrawn
+    if (!last) return;
+    var shown = showAttention(last);
+    if (window.WhatIf) WhatIf.shown(last, shown);
+    if (window.SharePage) SharePage.remember();
+  });
   AttentionView.tooltips();
-  window.ServePage = {update: update};
+  window.ServePage = {update: update, last: function () { return last; }};
   if (window.WhatIf) WhatIf.install();
+  if (window.SharePage) SharePage.install();
+  if (window.SharePage && SharePage.restore()) update();
   fetch('/info').then(function (r) { return r.json(); }).then(function (info) {
     var lang = info.languages ? info.languages.source + ' \u2192 ' + info.languages.target + ', ' : '';
     $('model').textContent = lang + info.model.checkpoints.join(' + ') + ' (step ' + info.model.step +
       ', ' + info.model.parameters.toLocaleString() + ' parameters), beam ' + info.decoding.beam_size +
       ', seq2seq ' + info.version;
+    if (info.reverse) {
+      var rl = info.reverse.languages;
+      window.reverseLanguages = rl ? rl.source + ' \u2192 ' + rl.target : 'the other way';
+      $('model').textContent += '; the other way: ' + window.reverseLanguages + ', ' +
+        info.reverse.checkpoints.join(' + ') + ' (step ' + info.reverse.step + ')';
+    }
     if (!info.attribution) { $('attr').checked = false; $('attr').disabled = true; }
     document.body.setAttribute('data-ready', '1');
   });

@@ -1,34 +1,44 @@
 /* seq2seq-serve's what-ifs (issue #65), beside serve.js: each target piece's
    probability as a bar under it, its step's alternatives on hover and keyboard focus
    (choosing one continues the translation from the prefix that ends in it), source
-   words and attention heads to knock out, occlusion beside the attention, and what a
+   words, cross-attention heads and encoder self-attention heads to knock out
+   (buttons, so Tab and Enter reach them), occlusion beside the attention, and what a
    what-if changed: the translation's pieces and the attention, new minus before.
    serve.js calls WhatIf.extend(request) before each POST /attention and
    WhatIf.shown(record) after drawing; WhatIf asks for a new one with
-   ServePage.update(). Typing a new sentence clears the what-ifs. */
+   ServePage.update(). Typing a new sentence clears the what-ifs.
+   window.timing.asked: when the last what-if was clicked (performance.now(), ms);
+   serve.js sets .drawn when its answer is drawn (the browser test prints the
+   difference). */
 (function (root) {
   'use strict';
   var $ = function (id) { return document.getElementById(id); };
   var esc = function (s) { return root.AttentionView.esc(s); };
   var EOS = '</s>';
   var TOP_K = 5;
-  // prefix: pieces the translation starts with; words/heads: knocked out; before:
-  // the record shown when the last what-if was asked, last: the one shown now
-  var state = {prefix: null, words: [], heads: [], before: null, last: null};
+  // prefix: pieces the translation starts with; words/heads/selfHeads ([layer,
+  // head] pairs): knocked out; before: the record shown when the last what-if was
+  // asked, last: the one shown now; selfShape: [layers, heads] of the encoder's
+  // self-attention (a knocked-out model's answer carries none, its toggles stay)
+  var state = {prefix: null, words: [], heads: [], selfHeads: [], before: null, last: null,
+    selfShape: null};
 
   function reset() {
-    state.prefix = null; state.words = []; state.heads = []; state.before = null;
+    state.prefix = null; state.words = []; state.heads = []; state.selfHeads = [];
+    state.before = null;
   }
 
-  function active() { return !!(state.prefix || state.words.length || state.heads.length); }
+  function knocking() { return state.words.length || state.heads.length || state.selfHeads.length; }
+  function active() { return !!(state.prefix || knocking()); }
 
   /* The request's what-ifs (serve.js builds the rest). */
   function extend(req) {
     req.top_k = TOP_K;
     if ($('occ') && $('occ').checked) req.occlusion = true;
     if (state.prefix && !req.reference) req.prefix_pieces = state.prefix.slice();
-    if (state.words.length || state.heads.length) {
-      req.knockout = {words: state.words.slice(), heads: state.heads.slice()};
+    if (knocking()) {
+      req.knockout = {words: state.words.slice(), heads: state.heads.slice(),
+        self_heads: state.selfHeads.map(function (p) { return p.slice(); })};
       req.attribution = false;  // they explain the whole model, not a knocked-out one
       req.occlusion = false;
     }
@@ -37,6 +47,7 @@
 
   /* Ask again with the what-ifs as they are now; the record now shown is "before". */
   function ask() {
+    root.timing.asked = performance.now();
     state.before = state.last;
     root.ServePage.update();
   }
@@ -78,7 +89,12 @@
     ask();
   }
 
-  /* Source words and cross-attention heads as toggles (aria-pressed). */
+  function hasPair(list, l, x) {
+    return list.some(function (p) { return p[0] === l && p[1] === x; });
+  }
+
+  /* Source words, cross-attention heads and encoder self-attention heads (each
+     layer's) as toggles (aria-pressed). */
   function drawKnock(rec) {
     var box = $('knock');
     if (rec.forced) { box.innerHTML = ''; return; }
@@ -93,8 +109,25 @@
       h += '<button type="button" class="head" data-head="' + x + '" aria-pressed="' + on + '">head ' +
         (x + 1) + '</button>';
     });
+    if (rec.self_attention) state.selfShape = [rec.self_attention.length, rec.self_attention[0].length];
+    var shape = state.selfShape || [0, 0];
+    for (var l = 0; l < shape[0]; l++) {
+      for (var x = 0; x < shape[1]; x++) {
+        var on = hasPair(state.selfHeads, l, x);
+        h += '<button type="button" class="self-head" data-layer="' + l + '" data-head="' + x +
+          '" aria-pressed="' + on + '" aria-label="encoder self-attention layer ' + (l + 1) +
+          ', head ' + (x + 1) + '">self ' + (l + 1) + '.' + (x + 1) + '</button>';
+      }
+    }
     if (active()) h += ' <button type="button" id="whatif-reset">undo the what-ifs</button>';
     box.innerHTML = h;
+  }
+
+  function togglePair(list, l, x) {
+    var k = -1;
+    list.forEach(function (p, i) { if (p[0] === l && p[1] === x) k = i; });
+    if (k >= 0) list.splice(k, 1); else list.push([l, x]);
+    list.sort(function (a, b) { return a[0] - b[0] || a[1] - b[1]; });
   }
 
   function toggle(list, value) {
@@ -193,11 +226,12 @@
     box.hidden = false;
   }
 
-  function shown(rec) {
+  /* rec: the answer; view: it as drawn (over pieces or words), for occlusion. */
+  function shown(rec, view) {
     state.last = rec;
     drawSteps(rec);
     drawKnock(rec);
-    drawOcclusion(rec);
+    drawOcclusion(view || rec);
     drawChange(rec);
   }
 
@@ -221,15 +255,31 @@
     knock.addEventListener('click', function (e) {
       var b = e.target.closest('button');
       if (!b) return;
-      if (b.id === 'whatif-reset') { reset(); state.before = state.last; root.ServePage.update(); return; }
+      if (b.id === 'whatif-reset') { reset(); root.timing.asked = performance.now(); state.before = state.last; root.ServePage.update(); return; }
       if (b.classList.contains('word')) toggle(state.words, +b.getAttribute('data-word'));
       if (b.classList.contains('head')) toggle(state.heads, +b.getAttribute('data-head'));
+      if (b.classList.contains('self-head')) {
+        togglePair(state.selfHeads, +b.getAttribute('data-layer'), +b.getAttribute('data-head'));
+      }
       ask();
     });
-    $('src').addEventListener('input', function () { reset(); state.last = null; });
+    $('src').addEventListener('input', function () { reset(); state.last = null; state.selfShape = null; });
     $('ref').addEventListener('input', function () { state.prefix = null; });
     if ($('occ')) $('occ').addEventListener('change', function () { root.ServePage.update(); });
   }
 
-  root.WhatIf = {extend: extend, shown: shown, install: install, reset: reset};
+  /* The what-ifs as they are (share.js keeps them in the URL), and restored. */
+  function current() {
+    return {prefix: state.prefix, words: state.words.slice(), heads: state.heads.slice(),
+      selfHeads: state.selfHeads.slice()};
+  }
+  function restore(saved) {
+    reset();
+    state.prefix = saved.prefix || null;
+    state.words = saved.words || []; state.heads = saved.heads || [];
+    state.selfHeads = saved.selfHeads || [];
+  }
+
+  root.WhatIf = {extend: extend, shown: shown, install: install, reset: reset, current: current,
+    restore: restore};
 })(window);
