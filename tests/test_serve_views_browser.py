@@ -90,7 +90,7 @@ def test_both_directions_drawn(chromium, twoway_server):  # noqa: F811 (fixture)
         for cls, key in (("combined", "links"), ("forward", "forward_links")):
             n = len(two[key].split())
             assert page.locator(f"#twoway svg.links line.{cls}").count() == n
-        words = page.locator("#twoway svg.links text.src").all_inner_texts()
+        words = page.locator("#twoway svg.links text.src").all_text_contents()
         assert words == text.split()
         assert two["rule"] in page.inner_text("#twoway")
     else:
@@ -190,10 +190,11 @@ def _pieces(tr: Translator, word: str, n: int, target: bool = False) -> str:
     return " ".join([word] * (n // each))
 
 
-def test_a_250_piece_sentence_draws(chromium, server, tiny_checkpoint):  # noqa: F811
-    tr = Translator.from_checkpoint(
-        os.environ.get("SEQ2SEQ_SERVE_CHECKPOINT") or tiny_checkpoint, device="cpu"
-    )
+def test_a_250_piece_sentence_draws(chromium, server, request):  # noqa: F811
+    checkpoint = os.environ.get("SEQ2SEQ_SERVE_CHECKPOINT")
+    if checkpoint is None:  # the server's
+        checkpoint = request.getfixturevalue("tiny_checkpoint")
+    tr = Translator.from_checkpoint(checkpoint, device="cpu")
     text, ref = _pieces(tr, "egg", 249), _pieces(tr, "œuf", 249, target=True)
     port = server
     page, errors = _open(chromium, port)

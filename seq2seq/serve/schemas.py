@@ -81,7 +81,24 @@ class Word(BaseModel):
     pieces: list[int]  # the word's piece indices in src_tokens / tgt_tokens
 
 
-class AttentionResponse(BaseModel):
+class MapRecord(BaseModel):
+    """A text, what the model was forced through, and the attention map between
+    them: pieces and words of both sides, weights ``(T, S)`` (rows target pieces),
+    heads ``(H, T, S)`` or None, Pharaoh links over words and over pieces."""
+
+    text: str
+    translation: str
+    src_tokens: list[str]
+    tgt_tokens: list[str]
+    src_words: list[Word]
+    tgt_words: list[Word]
+    weights: list[list[float]]
+    heads: list[list[list[float]]] | None = None
+    links: str
+    piece_links: str
+
+
+class AttentionResponse(MapRecord):
     """Piece tokens (``</s>`` last on both sides); weights ``(T, S)``: rows target
     pieces, columns source pieces; heads ``(H, T, S)`` for multi-head attention;
     self_attention ``(layers, heads, S, S)`` when the encoder has it; links Pharaoh
@@ -89,19 +106,9 @@ class AttentionResponse(BaseModel):
     word), piece_links the same over pieces; attribution ``(T, S)`` and its Spearman
     correlation with the weights when asked for."""
 
-    text: str
-    translation: str
     forced: bool  # the target is the given reference, not the model's translation
     nbest: list[Candidate]  # the search's alternatives, best first ([] when forced)
-    src_tokens: list[str]
-    tgt_tokens: list[str]
-    src_words: list[Word]
-    tgt_words: list[Word]
-    weights: list[list[float]]
-    heads: list[list[list[float]]] | None = None
     self_attention: list[list[list[list[float]]]] | None = None
-    links: str
-    piece_links: str
     attribution: list[list[float]] | None = None
     spearman: float | None = None
     prefix: str | None = None  # the prefix the translation continues
@@ -121,22 +128,11 @@ class AttentionResponse(BaseModel):
     caveat: str
 
 
-class ReverseAttention(BaseModel):
-    """The reverse model forced through the typed text while reading the shown
-    translation: its pieces (``src_tokens`` the translation's, ``tgt_tokens`` the
-    text's, ``</s>`` last), words, weights ``(T, S)``, heads, and its word links
-    (``i-j``: a word of the translation, a word of the text)."""
-
-    text: str  # what it reads: the shown translation
-    translation: str  # what it is forced through: the typed text
-    src_tokens: list[str]
-    tgt_tokens: list[str]
-    src_words: list[Word]
-    tgt_words: list[Word]
-    weights: list[list[float]]
-    heads: list[list[list[float]]] | None = None
-    links: str
-    piece_links: str
+class ReverseAttention(MapRecord):
+    """The reverse model forced through the typed text (``translation``) while
+    reading the shown translation (``text``): ``src_tokens`` the translation's
+    pieces, ``tgt_tokens`` the text's, ``</s>`` last; its links ``i-j``: a word of
+    the translation, a word of the text."""
 
 
 class TwoWayLinks(BaseModel):
