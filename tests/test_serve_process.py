@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def start_server(checkpoint: Path, run_dir: Path, *overrides: str):
-    """``python -m seq2seq.cli.serve`` on a free port; the process and its port."""
+def start_server(checkpoint: Path, run_dir: Path, *overrides: str, wait_s: float = 120):
+    """``python -m seq2seq.cli.serve`` on a free port; the process and its port
+    (it must say where it serves within ``wait_s``)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [
@@ -38,7 +39,7 @@ def start_server(checkpoint: Path, run_dir: Path, *overrides: str):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + wait_s
     lines = []
     while time.monotonic() < deadline:
         line = proc.stderr.readline()

@@ -60,8 +60,9 @@ def twoway_server(request, tmp_path):
     if not (forward and reverse):
         forward = request.getfixturevalue("tiny_checkpoint")
         reverse = request.getfixturevalue("tiny_reverse_checkpoint")
+    # (a lexicon on Multi30k's train split trains for a while at the start)
     proc, port, _ = start_server(
-        Path(forward), tmp_path / "run", f"reverse_checkpoint={reverse}"
+        Path(forward), tmp_path / "run", f"reverse_checkpoint={reverse}", wait_s=900
     )
     yield port
     proc.terminate()
