@@ -5,5 +5,8 @@ attribution), ``batcher`` gathers concurrent requests into one search on one wor
 thread, ``schemas`` says what a request may hold, ``guard`` refuses bodies before
 they are parsed, ``app`` is the ASGI application (FastAPI) with the page at ``/``,
 ``server`` runs it with uvicorn; ``whatif`` checks the what-ifs (prefixes, knock-outs)
-and builds their answers' parts. It composes ``decoding`` and ``alignment``.
+and builds their answers' parts; ``libretranslate`` answers LibreTranslate's API
+(its fields checked by ``libre_fields``), cutting texts into sentences with
+``sentences`` and HTML into text nodes with ``markup``; ``apidocs`` serves the API
+docs page without a CDN. It composes ``decoding`` and ``alignment``.
 """
