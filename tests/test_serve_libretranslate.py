@@ -118,9 +118,11 @@ def test_sentences_are_cut_at_their_ends_not_at_abbreviations():
         ),
         ({"q": [A] * 9}, "Invalid request: request (9) exceeds text limit (8)"),
         ({"q": A, "alternatives": "x"}, "alternatives parameter is not a number"),
+        ({"q": A, "alternatives": None}, "alternatives parameter is not a number"),
         ({"q": A, "alternatives": 10}, "alternatives parameter must be <= 9"),
         ({"q": [A, 3]}, "q must be a string or a list of strings"),
         ({"q": "word " * 40}, "pieces: this server takes at most 30"),
+        ({"q": "word . " * 130}, "pieces) exceeds text limit (240 pieces"),
     ],
 )
 def test_bad_input_is_400_in_one_line_as_libretranslate_says(client, fields, message):
@@ -131,10 +133,15 @@ def test_bad_input_is_400_in_one_line_as_libretranslate_says(client, fields, mes
 
 
 def test_a_body_that_is_not_a_json_object_is_400(client):
+    headers = {"content-type": "application/json"}
     for body in (b"[1]", b"{not json"):
-        headers = {"content-type": "application/json"}
         res = client.post(URL, content=body, headers=headers)
         assert (res.status_code, res.json()) == (400, {"error": "Invalid JSON format"})
+    # JSON may escape a lone surrogate, which is no text
+    body = b'{"q": "a \\ud800", "source": "en", "target": "fr"}'
+    res = client.post(URL, content=body, headers=headers)
+    assert res.status_code == 400
+    assert "q is not valid Unicode (surrogates not allowed" in res.json()["error"]
 
 
 def test_forms_are_taken_only_by_the_libretranslate_routes(client):

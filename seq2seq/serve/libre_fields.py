@@ -141,17 +141,32 @@ def check_request(fields: dict[str, Any], engine: Engine) -> Asked:
     if form not in FORMATS:
         raise LibreError(400, f"{form} format is not supported")
     texts = list(q) if batch else [q]
+    for text in texts:
+        _check_unicode(text)
     return Asked(texts, batch, form == "html", alternatives, source == "auto")
 
 
+def _check_unicode(text: str) -> None:
+    """JSON may carry lone surrogates, which no tokenizer takes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise LibreError(
+            400,
+            f"Invalid request: q is not valid Unicode ({err.reason} at character "
+            f"{err.start + 1}); send UTF-8 text",
+        ) from None
+
+
 def _count(value: Any) -> int:
-    """``alternatives`` as LibreTranslate reads it: a whole number (or its digits),
-    below 0 read as 0, at most ``MAX_NBEST`` - 1."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
+    """``alternatives`` as LibreTranslate reads it (Python's ``int``: a number, its
+    fraction dropped, or a string of digits), below 0 read as 0, at most
+    ``MAX_NBEST`` - 1."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise LibreError(400, "Invalid request: alternatives parameter is not a number")
     try:
         count = max(0, int(value))
-    except ValueError:
+    except (ValueError, OverflowError):
         raise LibreError(
             400, "Invalid request: alternatives parameter is not a number"
         ) from None

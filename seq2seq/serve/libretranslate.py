@@ -70,14 +70,28 @@ class Unit:
     markup: Any = None  # markup.Markup for HTML
 
 
-def units_of(asked: Asked, language: str) -> list[Unit]:
-    """Each text cut into its paragraphs' sentences (``language``: the splitter's)."""
-    units = []
-    for text in asked.texts:
-        markup = read_markup(text) if asked.html else None
-        nodes = markup.text_nodes if markup is not None else [text]
-        units.append(Unit(text, [split_sentences(t, language) for t in nodes], markup))
-    return units
+def units_of(asked: Asked, engine: Engine, language: str) -> list[Unit]:
+    """Each text cut into its paragraphs' sentences (``language``: the splitter's),
+    once its pieces are known to fit ``max_texts`` x ``max_input_pieces`` (what one
+    ``/translate`` request may ask, and a bound on the splitter's time)."""
+    markups = [read_markup(t) if asked.html else None for t in asked.texts]
+    nodes = [
+        m.text_nodes if m is not None else [t]
+        for m, t in zip(markups, asked.texts, strict=True)
+    ]
+    encode = engine.translator.tokenizer.encode_src
+    pieces = sum(len(ids) for ids in encode([t for ts in nodes for t in ts]))
+    most = engine.limits.max_texts * engine.limits.max_input_pieces
+    if pieces > most:
+        raise LibreError(
+            400,
+            f"Invalid request: request ({pieces} pieces) exceeds text limit ({most} "
+            "pieces: max_texts x max_input_pieces)",
+        )
+    return [
+        Unit(text, [split_sentences(t, language) for t in ts], markup)
+        for text, ts, markup in zip(asked.texts, nodes, markups, strict=True)
+    ]
 
 
 async def translate_sentences(
@@ -88,7 +102,7 @@ async def translate_sentences(
     search (up to its budget of pieces)."""
     if not sentences:
         return []
-    step, most = engine.limits.max_texts, engine.limits.max_input_pieces
+    step = engine.limits.max_texts
     jobs = []
     for start in range(0, len(sentences), step):
         chunk = sentences[start : start + step]
@@ -98,13 +112,6 @@ async def translate_sentences(
             raise LibreError(
                 400, f"Invalid request: {_named(str(err), chunk)}"
             ) from None
-    cost = sum(job.cost for job in jobs)
-    if cost > step * most:
-        raise LibreError(
-            400,
-            f"Invalid request: request ({cost} pieces) exceeds text limit "
-            f"({step * most} pieces: max_texts x max_input_pieces)",
-        )
     batcher: Batcher = request.app.state.batcher
     answers = await asyncio.gather(
         *(batcher.submit(job.key, job.payload, job.cost, timeout) for job in jobs)
@@ -191,7 +198,8 @@ def libretranslate_router(engine: Engine, timeout_s: float) -> APIRouter:
             fields = await read_fields(request)
             check_key(request, fields.get("api_key"))
             asked = check_request(fields, engine)
-            units = units_of(asked, splitter)
+            # off the event loop: parsing and splitting take up to a second
+            units = await asyncio.to_thread(units_of, asked, engine, splitter)
             sentences = [s for u in units for p in u.paragraphs for s in p.sentences]
             n = 1 if asked.html else asked.alternatives + 1
             found = await translate_sentences(request, engine, sentences, n, timeout_s)

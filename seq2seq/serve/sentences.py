@@ -5,7 +5,10 @@ sentence: each line break ends a sentence, and within a line pysbd (a rule-based
 splitter with rules for about twenty languages, abbreviations such as "Dr." or "e.g."
 included) finds the rest; a language it does not know gets its English rules. The
 text between sentences (spaces, line breaks) is kept exactly, so joining the
-translations gives the paragraph's layout back.
+translations gives the paragraph's layout back. pysbd's time grows with the square of
+the text it reads, so a long line goes to it in parts of about ``CHUNK`` characters,
+cut where a sentence mark ends a word (a cut can fall after an abbreviation, at most
+once a part).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import pysbd
 from pysbd.languages import LANGUAGE_CODES
 
 LINE = re.compile(r"[^\S\n]*\n\s*")  # a line break with the blanks around it
+MARK = re.compile(r"(?<=[.!?])\s+")  # where a part of a long line may end
+CHUNK = 1000  # characters pysbd reads at once
 
 
 @dataclass(frozen=True)
@@ -55,12 +60,23 @@ def split_sentences(text: str, language: str = "en") -> Paragraph:
     parts: list[str] = []
     kept = 0  # where the text not yet in ``parts`` starts
     for line in LINE.split(text):
-        for sentence in _within(line, language):
+        for sentence in (s for part in _parts(line) for s in _within(part, language)):
             at = text.index(sentence, kept)
             parts += [text[kept:at], sentence]
             kept = at + len(sentence)
     parts.append(text[kept:])
     return Paragraph(tuple(parts))
+
+
+def _parts(line: str) -> list[str]:
+    """``line`` cut after sentence marks into parts of about ``CHUNK`` characters."""
+    parts, start = [], 0
+    for mark in MARK.finditer(line):
+        if mark.start() - start >= CHUNK:
+            parts.append(line[start : mark.start()])
+            start = mark.end()
+    parts.append(line[start:])
+    return parts
 
 
 def _within(line: str, language: str) -> list[str]:
