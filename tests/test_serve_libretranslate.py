@@ -105,6 +105,15 @@ def test_sentences_are_cut_at_their_ends_not_at_abbreviations():
     )
 
 
+def test_a_long_line_is_split_in_parts_with_the_same_sentences():
+    line = " ".join(f"Dr. Smith cooks egg {k} ." for k in range(300))  # 8 kB
+    paragraph = split_sentences(line)
+    assert paragraph.join(paragraph.sentences) == line
+    assert paragraph.sentences == tuple(
+        f"Dr. Smith cooks egg {k} ." for k in range(300)
+    )
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

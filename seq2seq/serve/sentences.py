@@ -6,9 +6,9 @@ splitter with rules for about twenty languages, abbreviations such as "Dr." or "
 included) finds the rest; a language it does not know gets its English rules. The
 text between sentences (spaces, line breaks) is kept exactly, so joining the
 translations gives the paragraph's layout back. pysbd's time grows with the square of
-the text it reads, so a long line goes to it in parts of about ``CHUNK`` characters,
-cut where a sentence mark ends a word (a cut can fall after an abbreviation, at most
-once a part).
+the text it reads, so it reads a long line in windows of about ``CHUNK`` characters:
+the sentences it finds there but the last are kept, and the next window starts at that
+last one (a "sentence" of more than ``CHUNK`` characters is cut at a space).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pysbd
 from pysbd.languages import LANGUAGE_CODES
 
 LINE = re.compile(r"[^\S\n]*\n\s*")  # a line break with the blanks around it
-MARK = re.compile(r"(?<=[.!?])\s+")  # where a part of a long line may end
-CHUNK = 1000  # characters pysbd reads at once
+CHUNK = 1000  # characters pysbd reads at once, about
+SPACE, TEXT = re.compile(r"\s"), re.compile(r"\S")
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def split_sentences(text: str, language: str = "en") -> Paragraph:
     parts: list[str] = []
     kept = 0  # where the text not yet in ``parts`` starts
     for line in LINE.split(text):
-        for sentence in (s for part in _parts(line) for s in _within(part, language)):
+        for sentence in _within(line, language):
             at = text.index(sentence, kept)
             parts += [text[kept:at], sentence]
             kept = at + len(sentence)
@@ -68,28 +68,37 @@ def split_sentences(text: str, language: str = "en") -> Paragraph:
     return Paragraph(tuple(parts))
 
 
-def _parts(line: str) -> list[str]:
-    """``line`` cut after sentence marks into parts of about ``CHUNK`` characters."""
-    parts, start = [], 0
-    for mark in MARK.finditer(line):
-        if mark.start() - start >= CHUNK:
-            parts.append(line[start : mark.start()])
-            start = mark.end()
-    parts.append(line[start:])
-    return parts
-
-
 def _within(line: str, language: str) -> list[str]:
-    """The line's sentences, in order; the whole line (stripped) where pysbd's
-    sentences are not the line's text cut (it should never change the text)."""
-    if not line.strip():
-        return []
-    found = [s.strip() for s in _segmenter(language).segment(line)]
+    """The line's sentences, in order, pysbd reading windows of about ``CHUNK``
+    characters."""
+    found: list[str] = []
+    start = 0
+    while TEXT.search(line, start):
+        end = len(line)
+        if end - start > 2 * CHUNK:  # a window ends at a space
+            space = SPACE.search(line, start + CHUNK)
+            end = space.start() if space else end
+        window = line[start:end]
+        sentences = _segment(window, language)
+        at = window.rfind(sentences[-1]) if len(sentences) > 1 else 0
+        if end < len(line) and at > 0:  # the last may go on past the window
+            sentences.pop()
+            start += at
+        else:
+            start = end
+        found += sentences
+    return found
+
+
+def _segment(text: str, language: str) -> list[str]:
+    """pysbd's sentences of ``text``, stripped; ``text`` (stripped) alone where they
+    are not the text cut (pysbd should never change the text)."""
+    found = [s.strip() for s in _segmenter(language).segment(text)]
     found = [s for s in found if s]
     at = 0
     for sentence in found:
-        at = line.find(sentence, at)
+        at = text.find(sentence, at)
         if at < 0:
-            return [line.strip()]
+            return [text.strip()]
         at += len(sentence)
     return found
