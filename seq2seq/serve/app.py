@@ -5,8 +5,9 @@ Every error is ``{"error": "<one line>"}``: a body refused by ``guard`` (400, 41
 415), a request that does not fit the schema (400 for a body that is not JSON, 422
 otherwise), one the model cannot take (422), a full queue or a timeout (503). A bug
 while answering one request is logged with its traceback and answered 500 in one
-line; the server goes on serving the others. ``/openapi.json`` holds the schemas;
-there is no ``/docs`` page, whose viewer would come from a CDN.
+line; the server goes on serving the others. ``/openapi.json`` holds the schemas,
+``/docs`` shows them (``apidocs``, no CDN); LibreTranslate's API is under
+``/libretranslate`` (``libretranslate``, in its own words and status codes).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from starlette.exceptions import HTTPException
 
 from seq2seq.alignment.viewer import ASSETS, asset
 from seq2seq.config import ServeConfig, fields_of
+from seq2seq.serve.apidocs import add_api_docs
 from seq2seq.serve.batcher import Batcher, Busy, TimedOut
 from seq2seq.serve.engine import CheckedRequest, Engine, RequestError
 from seq2seq.serve.guard import BodyGuard
+from seq2seq.serve.libretranslate import PREFIX, libretranslate_router
 from seq2seq.serve.schemas import (
     AttentionRequest,
     AttentionResponse,
@@ -158,8 +161,10 @@ def create_app(engine: Engine, serving: Serving | None = None) -> BodyGuard:
             raise HTTPException(404, f"no such file: {name}")
         return Response(files[name], media_type=PAGE_FILES[name])
 
+    app.include_router(libretranslate_router(engine, serving.timeout_s), prefix=PREFIX)
+    add_api_docs(app, app.title)
     _handle_errors(app)
-    return BodyGuard(app, serving.max_body_bytes)
+    return BodyGuard(app, serving.max_body_bytes, forms=(PREFIX,))
 
 
 def _error(status: int, message: str) -> JSONResponse:

@@ -1,5 +1,6 @@
 """Bodies refused before anything parses them: too large (413), not JSON by their
-Content-Type (415), not UTF-8 (400), each with a one-line JSON message.
+Content-Type (415; under the ``forms`` paths HTML forms too), not UTF-8 (400), each
+with a one-line JSON message.
 
 A pure ASGI middleware: it reads a request's body once (up to ``max_bytes``),
 checks it, and hands the same bytes on to the application.
@@ -8,7 +9,7 @@ checks it, and hands the same bytes on to the application.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from seq2seq.config import ServeConfig
@@ -20,6 +21,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 WITH_BODY = {"POST", "PUT", "PATCH"}
+FORMS = {"application/x-www-form-urlencoded", "multipart/form-data"}
 
 
 async def send_error(send: Send, status: int, message: str) -> None:
@@ -35,11 +37,18 @@ async def send_error(send: Send, status: int, message: str) -> None:
 
 class BodyGuard:
     """Refuses request bodies over ``max_bytes`` (default ``ServeConfig``'s
-    ``max_body_bytes``), not sent as JSON, or not UTF-8."""
+    ``max_body_bytes``), not sent as JSON (or as a form, under a path that starts
+    with one of ``forms``), or not UTF-8."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = ServeConfig.max_body_bytes):
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int = ServeConfig.max_body_bytes,
+        forms: Sequence[str] = (),
+    ):
         self.app = app
         self.max_bytes = max_bytes
+        self.forms = tuple(forms)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in WITH_BODY:
@@ -47,9 +56,14 @@ class BodyGuard:
             return
         headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
         kind = headers.get("content-type", b"").decode("latin-1").split(";")[0]
-        if kind.strip().lower() != "application/json":
+        kind = kind.strip().lower()
+        forms = scope["path"].startswith(self.forms)
+        if kind != "application/json" and not (forms and kind in FORMS):
+            also = " or as a form (application/x-www-form-urlencoded)" if forms else ""
             await send_error(
-                send, 415, "send the body as JSON, with Content-Type: application/json"
+                send,
+                415,
+                f"send the body as JSON, with Content-Type: application/json{also}",
             )
             return
         declared = headers.get("content-length", b"0")
