@@ -5,5 +5,8 @@ attribution), ``batcher`` gathers concurrent requests into one search on one wor
 thread, ``schemas`` says what a request may hold, ``guard`` refuses bodies before
 they are parsed, ``app`` is the ASGI application (FastAPI) with the page at ``/``,
 ``server`` runs it with uvicorn; ``whatif`` checks the what-ifs (prefixes, knock-outs)
-and builds their answers' parts. It composes ``decoding`` and ``alignment``.
+and builds their answers' parts. As a service: ``tracing`` (request ids, timings,
+counts), ``metrics`` (Prometheus), ``cache`` (recent answers), ``abandon`` (clients
+that leave), ``health`` (readiness), ``auth`` (API keys). It composes ``decoding``
+and ``alignment``.
 """
