@@ -21,6 +21,7 @@ from seq2seq.serve.app import Serving, create_app
 from seq2seq.serve.auth import (
     ENV,
     Access,
+    KeyGuard,
     Unauthorized,
     check_exposure,
     key_of,
@@ -367,3 +368,17 @@ def test_cors_answers_the_origins_given_and_no_others():
     assert res.headers["access-control-allow-origin"] == "https://example.org"
     assert "x-request-id" in res.headers["access-control-expose-headers"].lower()
     assert "access-control-allow-origin" not in none.headers
+
+
+def test_a_route_that_checks_a_body_key_itself_is_let_through():
+    """``KeyGuard``'s ``self_checking`` routes reach their handler without the
+    header (it calls ``require`` with the body's ``api_key``); the others do not."""
+
+    async def echo(scope, receive, send):
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    client = TestClient(KeyGuard(echo, Access("s3cret"), {"/libre"}))
+    assert client.post("/libre", json={"api_key": "x"}).status_code == 204
+    assert client.post("/other", json={}).status_code == 401
+    assert client.post("/other", json={}, headers=KEY).status_code == 204

@@ -61,6 +61,8 @@ SCHEMAS = {"/translate": TranslateRequest, "/attention": AttentionRequest}
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 422, 429, 500, 503)
 }
+# routes whose clients send the key in their body: they call auth.require themselves
+KEY_IN_BODY: frozenset[str] = frozenset()
 ABANDONED = 499  # the client left before its answer (nobody reads it; counted)
 RETRY_AFTER_S = 1  # a full queue's Retry-After
 
@@ -213,7 +215,7 @@ def create_app(
         return Response(files[name], media_type=PAGE_FILES[name])
 
     _handle_errors(app)
-    outer: Any = KeyGuard(BodyGuard(app, serving.max_body_bytes), access)
+    outer: Any = KeyGuard(BodyGuard(app, serving.max_body_bytes), access, KEY_IN_BODY)
     if access.cors_origins:
         outer = CORSMiddleware(
             outer,

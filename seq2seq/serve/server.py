@@ -103,13 +103,14 @@ def serve(
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     who = who_can_connect(host, keyed)
-    install_log_filter()
     config = uvicorn.Config(
         app,
         log_level="warning",
         timeout_graceful_shutdown=drain_s,
         lifespan="on",
     )
+    for logger in (logging.getLogger(), logging.getLogger("uvicorn")):
+        install_log_filter(logger)  # uvicorn's handlers exist from its Config on
     server = _Server(config, getattr(app, "health", None))
     log.info("serving on http://%s:%d/ : %s; Ctrl-C stops", shown, actual, who)
     with _stop_signals() as caught:

@@ -23,11 +23,13 @@
   function post(path, body, signal) {
     var headers = Object.assign({'Content-Type': 'application/json'}, auth);
     return fetch(path, {method: 'POST', headers: headers, signal: signal,
-      body: JSON.stringify(body)}).then(function (r) {
-      return r.json().then(function (data) {
-        if (!r.ok) throw new Error(data.error || ('HTTP ' + r.status));
-        return data;
-      });
+      body: JSON.stringify(body)}).then(answered);
+  }
+
+  function answered(r) {  // the JSON, or the server's one-line error thrown
+    return r.json().then(function (data) {
+      if (!r.ok) throw new Error(data.error || ('HTTP ' + r.status));
+      return data;
     });
   }
 
@@ -105,12 +107,14 @@
   AttentionView.tooltips();
   window.ServePage = {update: update};
   if (window.WhatIf) WhatIf.install();
-  fetch('/info', {headers: auth}).then(function (r) { return r.json(); }).then(function (info) {
+  fetch('/info', {headers: auth}).then(answered).then(function (info) {
     var lang = info.languages ? info.languages.source + ' \u2192 ' + info.languages.target + ', ' : '';
     $('model').textContent = lang + info.model.checkpoints.join(' + ') + ' (step ' + info.model.step +
       ', ' + info.model.parameters.toLocaleString() + ' parameters), beam ' + info.decoding.beam_size +
       ', seq2seq ' + info.version;
     if (!info.attribution) { $('attr').checked = false; $('attr').disabled = true; }
     document.body.setAttribute('data-ready', '1');
+  }, function (err) {
+    status(err.message + (key ? '' : ' (this page takes the key as #key=KEY)'), true);
   });
 })();
