@@ -231,7 +231,6 @@ def create_app(
         lambda route, status: metrics.requests.labels(route, str(status)).inc(),
     )
     traced.health = health  # type: ignore[attr-defined]  (server.serve drains it)
-    traced.metrics = metrics  # type: ignore[attr-defined]
     return traced
 
 
