@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from fastapi import Request
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -382,3 +383,25 @@ def test_a_route_that_checks_a_body_key_itself_is_let_through():
     assert client.post("/libre", json={"api_key": "x"}).status_code == 204
     assert client.post("/other", json={}).status_code == 401
     assert client.post("/other", json={}, headers=KEY).status_code == 204
+
+
+def test_a_route_wired_to_require_answers_401_in_one_line(monkeypatch):
+    """How a LibreTranslate-style route takes its key from the body: listed in
+    ``KEY_IN_BODY``, it calls ``auth.require``; a wrong key is the same 401."""
+    from seq2seq.serve import app as app_module
+
+    monkeypatch.setattr(app_module, "KEY_IN_BODY", frozenset({"/libre"}))
+    client, _, traced = make(access=Access("s3cret"))
+    inner = traced.app.app.app  # Tracing > KeyGuard > BodyGuard > FastAPI
+
+    @inner.post("/libre")
+    async def libre(body: dict, request: Request) -> dict:
+        require(request.app.state.access, body.get("api_key"))
+        return {"ok": True}
+
+    with client:
+        good = client.post("/libre", json={"api_key": "s3cret"})
+        bad = client.post("/libre", json={"api_key": "nope"})
+    assert good.json() == {"ok": True}
+    assert bad.status_code == 401 and bad.headers["WWW-Authenticate"] == "Bearer"
+    assert "\n" not in bad.text and "Authorization: Bearer" in bad.json()["error"]
