@@ -542,10 +542,12 @@ class ServeConfig(DecodeOptions):
     port: int = 8000  # 0: any free port (the start line names it)
     max_input_pieces: int = 250  # longer texts are refused (422)
     max_texts: int = 32  # texts per /translate request
-    batching: bool = True  # gather concurrent requests into one search
-    max_wait_ms: float = 5.0  # how long the first request waits for others
+    # gather the requests that come while a search runs into the next search
+    batching: bool = True
+    # how long a request that finds the model idle waits for others (0: none)
+    max_wait_ms: float = 0.0
     batch_pieces: int = 2048  # source pieces of one gathered search at most
-    max_queue: int = 256  # requests waiting at most; more are answered 503
+    max_queue: int = 256  # requests waiting at most; more are answered 429
     timeout_s: float = 30.0  # a request waiting and running longer is answered 503
     max_body_bytes: int = 1048576  # larger request bodies are answered 413
     # a model trained the other way (tgt->src) on the same corpus (or a list: an
@@ -554,6 +556,14 @@ class ServeConfig(DecodeOptions):
     reverse_checkpoint: Any = None
     symmetrize: Symmetrize = Symmetrize.geometric
     two_way: TwoWayReadout = field(default_factory=TwoWayReadout)
+    metrics: bool = True  # GET /metrics in Prometheus' text format
+    cache_size: int = 256  # recent answers kept (LRU) and answered again; 0: none
+    # the key clients send as "Authorization: Bearer KEY" (null: the environment's
+    # SEQ2SEQ_API_KEY, else none); required to serve beyond this machine
+    api_key: str | None = None
+    allow_anonymous: bool = False  # serve beyond this machine without a key
+    # origins whose pages may call the API (CORS), e.g. [https://example.org]
+    cors_origins: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from seq2seq.config import ServeConfig
 from seq2seq.decoding.maps import forced_split
 from seq2seq.decoding.translator import Translator
 from seq2seq.serve.app import Serving, create_app
+from seq2seq.serve.auth import Access, access_of
 from seq2seq.serve.batcher import Batcher
 from seq2seq.serve.engine import Engine, Limits
 from seq2seq.serve.guard import BodyGuard
@@ -60,6 +61,7 @@ def test_the_servers_defaults_are_serve_configs():
         schema.max_queue,
     )
     assert BodyGuard(None).max_bytes == schema.max_body_bytes
+    assert Access() == Access(schema.api_key, [])  # no key, no other origins
 
 
 def test_the_command_carries_every_setting_by_name():
@@ -68,10 +70,15 @@ def test_the_command_carries_every_setting_by_name():
     changed = {"batching": False, "max_wait_ms": 7.0, "batch_pieces": 99}
     changed |= {"max_queue": 3, "timeout_s": 2.5, "max_body_bytes": 123}
     changed |= {"max_texts": 4, "max_input_pieces": 11}
-    names = {f.name for f in fields(Serving)} | {f.name for f in fields(Limits)}
+    changed |= {"metrics": False, "cache_size": 5}
+    changed |= {"api_key": "k3y", "cors_origins": ["https://example.org"]}
+    parts = (Serving, Limits, Access)
+    names = {f.name for part in parts for f in fields(part)}
     assert names == set(changed)
     cfg = OmegaConf.merge(OmegaConf.structured(ServeConfig), changed)
-    assert {**asdict(Serving.of(cfg)), **asdict(Limits.of(cfg))} == changed
+    access = access_of(cfg, {})
+    got = {**asdict(Serving.of(cfg)), **asdict(Limits.of(cfg)), **asdict(access)}
+    assert got == changed
 
 
 def test_translations_and_nbest_equal_the_translators(client, translator):
@@ -414,7 +421,8 @@ def test_many_clients_at_once_get_what_one_at_a_time_gets(translator):
 
 def test_a_slow_request_times_out_and_a_full_queue_is_busy(translator, monkeypatch):
     """A occupies the model thread (1 s) past its timeout (0.5 s); B, sent while A
-    runs, waits in the queue (max_queue=1) and times out too; C finds it full. The
+    runs, waits in the queue (max_queue=1) and times out too (503); C finds it full
+    (429). The
     requests are spaced so that the batcher cannot gather them into one search."""
     import time
 
@@ -428,12 +436,14 @@ def test_a_slow_request_times_out_and_a_full_queue_is_busy(translator, monkeypat
 
     with test_client, ThreadPoolExecutor(3) as pool:
         answers = list(pool.map(send, range(3)))
-    assert [a.status_code for a in answers] == [503, 503, 503], [
+    assert [a.status_code for a in answers] == [503, 503, 429], [
         a.text for a in answers
     ]
     errors = [a.json()["error"] for a in answers]
     assert all("no answer within 0.5 s" in e for e in errors[:2]), errors
     assert "busy" in errors[2], errors
+    assert answers[2].headers["Retry-After"] == "1"  # when to try again
+    assert all("\n" not in a.text and a.headers["X-Request-Id"] for a in answers)
 
 
 def test_a_port_in_use_is_a_user_error_and_localhost_is_local():

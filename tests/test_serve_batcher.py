@@ -1,6 +1,7 @@
 """The batcher alone, with a runner that records its calls: jobs of one key share a
-run within the budget, other keys wait their turn, a timed-out job is dropped, and a
-failing batch is rerun job by job."""
+run within the budget, other keys wait their turn, a job that finds the thread idle
+starts alone and those that come while it runs share the next run, a timed-out or
+cancelled job is dropped, and a failing batch is rerun job by job."""
 
 from __future__ import annotations
 
@@ -15,15 +16,18 @@ from seq2seq.serve.batcher import Batcher, Busy, TimedOut
 class Recorder:
     """A runner: each payload's answer is its double; ``fail`` payloads raise."""
 
-    def __init__(self, fail=(), delay=0.0):
+    def __init__(self, fail=(), delay=0.0, gate=None):
         self.calls: list[tuple] = []
         self.threads: set[str] = set()
         self.fail, self.delay = set(fail), delay
+        self.gate = gate  # a threading.Event each run waits for
 
     def __call__(self, key, payloads):
         self.calls.append((key, list(payloads)))
         self.threads.add(threading.current_thread().name)
         threading.Event().wait(self.delay)
+        if self.gate is not None:
+            self.gate.wait(10)
         if self.fail & set(payloads):
             raise RuntimeError("a bug")
         return [2 * p for p in payloads]
@@ -32,12 +36,81 @@ class Recorder:
 async def _many(batcher, jobs, timeout=5.0):
     batcher.start()
     try:
-        return await asyncio.gather(
+        answers = await asyncio.gather(
             *(batcher.submit(k, p, c, timeout) for k, p, c in jobs),
             return_exceptions=True,
         )
+        return [a[0] if isinstance(a, tuple) else a for a in answers]
     finally:
         await batcher.stop()
+
+
+async def _until(condition, seconds=10.0):
+    for _ in range(int(seconds / 0.005)):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the condition never came")
+
+
+def test_an_idle_thread_starts_a_job_at_once_and_gathers_those_that_come_meanwhile():
+    """No wait for company: the first job runs alone while the next five queue,
+    and those five share the next run (a gate holds the first run open)."""
+    gate = threading.Event()
+    runner = Recorder(gate=gate)
+    batcher = Batcher(runner, max_cost=100)
+
+    async def scenario():
+        batcher.start()
+        try:
+            first = asyncio.ensure_future(batcher.submit("a", 0, 1, 10))
+            await _until(lambda: runner.calls)  # running alone, nobody waited
+            assert batcher.running and not batcher.stalled(60)
+            rest = [
+                asyncio.ensure_future(batcher.submit("a", k, 1, 10))
+                for k in range(1, 6)
+            ]
+            await _until(lambda: batcher.pending() == 5)
+            await asyncio.sleep(0.05)
+            assert batcher.stalled(0.01)  # work waits, nothing finished lately
+            gate.set()
+            answers = await asyncio.gather(first, *rest)
+            assert not batcher.stalled(0.0)  # idle again
+            return answers
+        finally:
+            await batcher.stop()
+
+    answers = asyncio.run(scenario())
+    assert [a for a, _ in answers] == [0, 2, 4, 6, 8, 10]
+    assert [ps for _, ps in runner.calls] == [[0], [1, 2, 3, 4, 5]]
+    job = answers[1][1]  # when it was queued, started and finished
+    assert job.queued <= job.started <= job.finished
+
+
+def test_a_cancelled_job_is_dropped_before_its_search():
+    """A client that leaves (its submit cancelled) while its job waits: the job
+    never reaches the runner, and the others are answered."""
+    gate = threading.Event()
+    runner = Recorder(gate=gate)
+    batcher = Batcher(runner)
+
+    async def scenario():
+        batcher.start()
+        try:
+            busy = asyncio.ensure_future(batcher.submit("a", 1, 1, 10))
+            await _until(lambda: runner.calls)
+            gone = asyncio.ensure_future(batcher.submit("a", 2, 1, 10))
+            stays = asyncio.ensure_future(batcher.submit("a", 3, 1, 10))
+            await _until(lambda: batcher.pending() == 2)
+            gone.cancel()
+            await asyncio.gather(gone, return_exceptions=True)  # it has left
+            gate.set()
+            return (await busy)[0], (await stays)[0], gone.cancelled()
+        finally:
+            await batcher.stop()
+
+    assert asyncio.run(scenario()) == (2, 6, True)
+    assert [ps for _, ps in runner.calls] == [[1], [3]]
 
 
 def test_jobs_of_one_key_share_a_run_within_the_budget():

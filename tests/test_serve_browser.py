@@ -179,3 +179,24 @@ def test_typing_shows_translation_heatmap_and_hover_lights_sources(
     page.wait_for_selector("#status.error", timeout=20_000)
     assert "max_input_pieces" in page.inner_text("#status")
     assert errors == [] or all("422" in e for e in errors), errors
+
+
+def test_a_newer_keystroke_aborts_the_request_in_flight(chromium, server):
+    """Each request the page sends carries an AbortController's signal; the next
+    keystroke aborts it, so the server can drop it before its search."""
+    page = chromium.new_page()
+    page.add_init_script(
+        "window.signals = []; const f = window.fetch; window.fetch = function (u, o) {"
+        " if (o && o.signal) window.signals.push(o.signal);"
+        " return f.apply(this, arguments); };"
+    )
+    page.goto(f"http://127.0.0.1:{server}/")
+    page.wait_for_selector("body[data-ready='1']")
+    page.fill("#src", "Tom cooks")
+    page.wait_for_function("window.signals.length === 1", timeout=20_000)
+    page.type("#src", " this egg .")
+    page.wait_for_function("window.signals.length === 2", timeout=20_000)
+    assert page.evaluate("window.signals.map(s => s.aborted)") == [True, False]
+    page.wait_for_function("window.timing.drawn > window.timing.typed", timeout=20_000)
+    assert page.is_visible("#view .heat table.att")  # the latest answer drawn
+    assert page.inner_text("#status") == ""  # the aborted one shows no error

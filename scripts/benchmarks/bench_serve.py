@@ -1,9 +1,10 @@
-"""seq2seq-serve under load: requests/s and p50/p99 latency at 1, 8 and 32 concurrent
-clients, with and without batching (``batching=true|false``).
+"""seq2seq-serve under load: requests/s and p50/p99 latency at 1, 8, 32 and 128
+concurrent clients, with and without batching (``batching=true|false``); or a soak.
 
 Each client sends one sentence a request (``POST /translate``), the next as soon as
 the answer comes, over its own keep-alive connection, for ``--seconds`` after a short
-warm-up. The server runs as its own process (``python -m seq2seq.cli.serve``) on a
+warm-up, with the answer cache off (``cache_size=0``: each request a search). The
+server runs as its own process (``python -m seq2seq.cli.serve``) on a
 free port, once per mode, and is stopped with SIGTERM (it must exit 0)::
 
     python scripts/benchmarks/bench_serve.py outputs/train/RUN/checkpoints/best.pt
@@ -12,7 +13,15 @@ free port, once per mode, and is stopped with SIGTERM (it must exit 0)::
 
 Sentences: ``--input FILE`` (one a line; a ``.jsonl`` corpus file: its column of the
 checkpoint's source language), else the phrasebook's test split in that language.
-Prints a Markdown table for docs/performance.md.
+Prints a Markdown table for docs/performance.md, and the lone client's price of
+batching (on against off at the fewest clients; the target: at least 0.95).
+
+``--soak [MINUTES]`` (10 when no number): one server (batching on), ``--soak-clients``
+(32) clients sending a mix of valid (``/translate``, some ``/attention``), invalid
+(4xx) and abandoned requests (the client hangs up before the answer), for MINUTES.
+It prints the answers by status, p50/p99 of the valid ones, and the server's
+resident memory after the warm-up (the first fifth, at most ``--soak-warmup`` s)
+against the end; it exits 1 on any 5xx or a growth over 5 %.
 """
 
 from __future__ import annotations
@@ -21,12 +30,15 @@ import argparse
 import http.client
 import json
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -121,26 +133,134 @@ def load(port: int, texts: list[str], clients: int, seconds: float) -> dict:
     }
 
 
+# ----------------------------------------------------------------------------- soak
+INVALID = [  # (path, body, content type): each answered 4xx in one line
+    ("/translate", b'{"texts": ["a"', "application/json"),  # 400 malformed JSON
+    ("/translate", b'{"texts": ["a"], "model": "x.pt"}', "application/json"),  # 422
+    ("/translate", b'{"texts": ["  "]}', "application/json"),  # 422 empty text
+    ("/translate", b'{"texts": ["a"], "beam_size": 0}', "application/json"),  # 422
+    ("/translate", b'{"texts": ["a"]}', "text/plain"),  # 415
+    ("/nothing", b"{}", "application/json"),  # 404
+]
+
+
+def rss(pid: int) -> int:
+    """The process's resident memory (bytes), from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def _abandon(port: int, body: bytes, rng: random.Random) -> None:
+    """A request whose client hangs up before the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(
+            b"POST /translate HTTP/1.1\r\nHost: soak\r\n"
+            b"Content-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        time.sleep(rng.uniform(0, 0.02))
+
+
+def soak_client(port: int, texts: list[str], seed: int, until: float, out: dict):
+    """Mixed requests until ``until``: statuses and the valid ones' latencies."""
+    rng = random.Random(seed)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    while time.monotonic() < until:
+        draw = rng.random()
+        text = texts[rng.randrange(len(texts))]
+        if draw < 0.15:
+            _abandon(port, json.dumps({"texts": [text]}).encode(), rng)
+            out["statuses"]["abandoned"] += 1
+            continue
+        if draw < 0.30:
+            path, body, kind = INVALID[rng.randrange(len(INVALID))]
+        elif draw < 0.37:
+            path, body, kind = (
+                "/attention",
+                json.dumps({"text": text}),
+                "application/json",
+            )
+        else:
+            path, body, kind = (
+                "/translate",
+                json.dumps({"texts": [text]}),
+                "application/json",
+            )
+        t0 = time.perf_counter()
+        try:
+            conn.request("POST", path, body, {"Content-Type": kind})
+            answer = conn.getresponse()
+            answer.read()
+        except (OSError, http.client.HTTPException) as err:
+            out["statuses"][f"connection error ({type(err).__name__})"] += 1
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            continue
+        out["statuses"][answer.status] += 1
+        if answer.status == 200:
+            out["latencies"].append(time.perf_counter() - t0)
+        else:  # an error may leave the body unread: a fresh connection
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.close()
+
+
+def soak(
+    port: int, pid: int, texts: list[str], clients: int, seconds: float, warmup: float
+) -> dict:
+    """``clients`` soak clients for ``seconds``; the server's RSS after ``warmup``
+    seconds and at the end; statuses and p50/p99 (ms) of the valid requests."""
+    outs = [{"statuses": Counter(), "latencies": []} for _ in range(clients)]
+    until = time.monotonic() + seconds
+    threads = [
+        threading.Thread(target=soak_client, args=(port, texts, c, until, outs[c]))
+        for c in range(clients)
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(warmup)
+    rss_warm = rss(pid)
+    for t in threads:
+        t.join()
+    rss_end = rss(pid)
+    flat = np.array([x for o in outs for x in o["latencies"]]) * 1000
+    return {
+        "statuses": sum((o["statuses"] for o in outs), Counter()),
+        "p50": float(np.percentile(flat, 50)) if len(flat) else float("nan"),
+        "p99": float(np.percentile(flat, 99)) if len(flat) else float("nan"),
+        "rss_warm": rss_warm,
+        "rss_end": rss_end,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--input", type=Path, default=None)
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench_serve"))
+    parser.add_argument("--soak", type=float, nargs="?", const=10.0, default=None)
+    parser.add_argument("--soak-clients", type=int, default=32)
+    parser.add_argument("--soak-warmup", type=float, default=60.0)
     parser.add_argument(
         "overrides", nargs="*", help="seq2seq-serve settings, e.g. beam_size=5"
     )
     args = parser.parse_args()
     texts = sentences(args.checkpoint, args.input)
+    if args.soak is not None:
+        sys.exit(run_soak(args, texts))
     rows = []
     for batching in (True, False):
         mode = f"batching={str(batching).lower()}"
         proc, port = start(
             args.checkpoint,
             args.out / f"batching_{batching}",
-            [mode, "max_queue=1024", *args.overrides],
+            [mode, "max_queue=1024", "cache_size=0", *args.overrides],
         )
         try:
             load(port, texts, max(args.clients), args.warmup)
@@ -167,6 +287,53 @@ def main() -> None:
             f"| {'on' if batching else 'off'} | {clients} | {r['rps']:.1f} | "
             f"{r['rps'] / one['rps']:.1f} | {r['p50']:.0f} | {r['p99']:.0f} |"
         )
+    fewest = min(args.clients)
+    on, off = (next(x for b, c, x in rows if b == m and c == fewest) for m in (1, 0))
+    print(
+        f"\n{fewest} client(s), batching on against off: "
+        f"{on['rps'] / off['rps']:.2f} (target >= 0.95)"
+    )
+
+
+def run_soak(args: argparse.Namespace, texts: list[str]) -> int:
+    """The soak against one server; its exit status (1: a 5xx or memory grew)."""
+    proc, port = start(
+        args.checkpoint, args.out / "soak", ["batching=true", *args.overrides]
+    )
+    try:
+        report = soak(
+            port,
+            proc.pid,
+            texts,
+            clients=args.soak_clients,
+            seconds=args.soak * 60,
+            warmup=min(args.soak_warmup, args.soak * 60 / 5),
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    statuses: Counter = report["statuses"]
+    print("| answer | count |\n|---|---:|")
+    for status, n in sorted(statuses.items(), key=lambda kv: str(kv[0])):
+        print(f"| {status} | {n} |")
+    growth = report["rss_end"] / report["rss_warm"] - 1
+    print(
+        f"\nvalid requests: p50 {report['p50']:.0f} ms, p99 {report['p99']:.0f} ms; "
+        f"resident memory after warm-up {report['rss_warm'] / 2**20:.1f} MiB, at the "
+        f"end {report['rss_end'] / 2**20:.1f} MiB ({growth:+.1%}; at most +5 %)"
+    )
+    errors = sum(n for s, n in statuses.items() if isinstance(s, int) and s >= 500)
+    failed = []
+    if errors:
+        failed.append(f"{errors} answers 5xx")
+    if growth > 0.05:
+        failed.append(f"resident memory grew {growth:.1%}")
+    if code != 0:
+        failed.append(f"the server exited {code} on SIGTERM")
+    if failed:
+        print("bench_serve.py: soak failed: " + "; ".join(failed), file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

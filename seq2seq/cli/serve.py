@@ -4,12 +4,14 @@ Loads the checkpoint once (or an ensemble), and with ``reverse_checkpoint`` a mo
 trained the other way on the same corpus (checked as ``seq2seq-align`` checks it),
 warms it with one translation, and serves
 the page at ``/`` and the JSON API (``seq2seq/serve/``) on ``host:port``, 127.0.0.1
-unless told otherwise. Ctrl-C or SIGTERM lets the requests in flight finish, then
-the command exits 0.
+unless told otherwise; another host needs an API key (``api_key`` or
+``SEQ2SEQ_API_KEY``) or ``allow_anonymous=true``. Ctrl-C or SIGTERM lets the
+requests in flight finish, then the command exits 0.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -35,12 +37,17 @@ def check_serve(cfg: DictConfig) -> None:
             ("max_input_pieces", "max_texts", "batch_pieces", "max_queue"), AT_LEAST_1
         ),
         "max_body_bytes": AT_LEAST_1,
+        "cache_size": NON_NEGATIVE,
     }
     check_values(cfg, "", rules)
+    from seq2seq.serve.auth import check_exposure, key_of
+
+    check_exposure(cfg.host, key_of(cfg.api_key, os.environ), cfg.allow_anonymous)
 
 
 def _serve(cfg: DictConfig) -> int:
     from seq2seq.serve.app import Serving, create_app
+    from seq2seq.serve.auth import access_of
     from seq2seq.serve.engine import Engine, Limits
     from seq2seq.serve.server import serve
 
@@ -48,8 +55,9 @@ def _serve(cfg: DictConfig) -> int:
     names = [Path(p).name for p in checkpoint_paths(cfg.checkpoint)]
     engine = Engine(translator, Limits.of(cfg), names, _both_ways(cfg, translator))
     engine.warm()
-    app = create_app(engine, Serving.of(cfg))
-    return serve(app, cfg.host, cfg.port, cfg.timeout_s)
+    access = access_of(cfg, os.environ)
+    app = create_app(engine, Serving.of(cfg), access)
+    return serve(app, cfg.host, cfg.port, cfg.timeout_s, access.api_key is not None)
 
 
 def _both_ways(cfg: DictConfig, translator):

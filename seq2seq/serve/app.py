@@ -1,13 +1,16 @@
 """The ASGI application: the JSON API, the page at ``/`` and its files, all from the
 package (no CDN), and the one place where a request's mistakes become 4xx answers.
 
-Every error is ``{"error": "<one line>"}``: a body refused by ``guard`` (400, 413,
-415), a request that does not fit the schema (400 for a body that is not JSON, 422
-otherwise), one the model cannot take (422), a full queue or a timeout (503). A bug
-while answering one request is logged with its traceback and answered 500 in one
-line; the server goes on serving the others. ``/openapi.json`` holds the schemas,
-``/docs`` shows them (``apidocs``, no CDN); LibreTranslate's API is under
-``/libretranslate`` (``libretranslate``, in its own words and status codes).
+Every error is ``{"error": "<one line>"}``: a request without the key (401,
+``auth``), a body refused by ``guard`` (400, 413, 415), a request that does not fit
+the schema (400 for a body that is not JSON, 422 otherwise), one the model cannot
+take (422), a full queue (429 with ``Retry-After``), a timeout (503). A bug while
+answering one request is logged with its traceback and answered 500 in one line;
+the server goes on serving the others. A request whose client leaves before its
+search starts is dropped. ``/openapi.json`` holds the schemas, ``/docs`` shows them
+(``apidocs``, no CDN); LibreTranslate's API is under ``/libretranslate``
+(``libretranslate``, in its own words and status codes). Around it: ``tracing``
+(request ids, times, counts), CORS when origins are given, ``auth.KeyGuard``, ``guard.BodyGuard``.
 """
 
 from __future__ import annotations
@@ -23,14 +26,21 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 
 from seq2seq.alignment.viewer import ASSETS, asset
 from seq2seq.config import ServeConfig, fields_of
+from seq2seq.serve import tracing
+from seq2seq.serve.abandon import ABANDONED, ClientGone, until_gone
 from seq2seq.serve.apidocs import add_api_docs
+from seq2seq.serve.auth import Access, KeyGuard, Unauthorized, unauthorized_body
 from seq2seq.serve.batcher import Batcher, Busy, TimedOut
+from seq2seq.serve.cache import MISSING, AnswerCache, cache_key
 from seq2seq.serve.engine import CheckedRequest, Engine, RequestError
 from seq2seq.serve.guard import BodyGuard
+from seq2seq.serve.health import Health
 from seq2seq.serve.libretranslate import PREFIX, libretranslate_router
+from seq2seq.serve.metrics import CONTENT_TYPE, Metrics, model_labels
 from seq2seq.serve.schemas import (
     AttentionRequest,
     AttentionResponse,
@@ -53,8 +63,12 @@ PAGE_FILES = {
 }
 SCHEMAS = {"/translate": TranslateRequest, "/attention": AttentionRequest}
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 413, 415, 422, 500, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 422, 429, 500, 503)
 }
+# routes that check the key themselves: LibreTranslate's clients send it in the body
+# (``api_key``); its languages name the model's pair, as LibreTranslate's do to anyone
+KEY_IN_BODY: frozenset[str] = frozenset({f"{PREFIX}/translate", f"{PREFIX}/languages"})
+RETRY_AFTER_S = 1  # a full queue's Retry-After
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,8 @@ class Serving:
     max_queue: int = ServeConfig.max_queue
     timeout_s: float = ServeConfig.timeout_s
     max_body_bytes: int = ServeConfig.max_body_bytes
+    metrics: bool = ServeConfig.metrics
+    cache_size: int = ServeConfig.cache_size
 
     @classmethod
     def of(cls, cfg: Any) -> Serving:
@@ -81,11 +97,21 @@ def _file(name: str) -> str:
     return resources.files("seq2seq.serve").joinpath("static", name).read_text("utf-8")
 
 
-def create_app(engine: Engine, serving: Serving | None = None) -> BodyGuard:
-    """The application around ``engine`` (the model), wrapped in ``BodyGuard``."""
+def create_app(
+    engine: Engine, serving: Serving | None = None, access: Access | None = None
+) -> tracing.Tracing:
+    """The application around ``engine`` (the model) in its middlewares; its
+    ``health.drain()`` tells the probes that the server is stopping."""
     serving = serving or Serving()
+    access = access or Access()
     files = {name: _file(name) for name in PAGE_FILES}
     page = _file("index.html")
+    health = Health(serving.timeout_s)
+    cache = AnswerCache(serving.cache_size)
+    metrics = Metrics(
+        lambda: health.batcher.pending() if health.batcher else 0,
+        model_labels(engine.info({})),
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -95,9 +121,10 @@ def create_app(engine: Engine, serving: Serving | None = None) -> BodyGuard:
             max_cost=serving.batch_pieces,
             max_queue=serving.max_queue,
             batching=serving.batching,
+            observe=metrics.observe,
         )
         batcher.start()
-        app.state.batcher = batcher
+        app.state.batcher = health.batcher = batcher
         yield
         await batcher.stop()
 
@@ -109,18 +136,36 @@ def create_app(engine: Engine, serving: Serving | None = None) -> BodyGuard:
         lifespan=lifespan,
         responses=ERRORS,
     )
+    app.state.access = access  # routes with a key in their body: auth.require
 
     async def answer(request: Request, job: CheckedRequest) -> Any:
+        """The job's answer: a recent one again, or from the batcher (dropped if
+        the client leaves before its search starts)."""
+        key = cache_key(job.key, job.payload)
+        kept = cache.get(key)
+        metrics.cache.labels("hit" if kept is not MISSING else "miss").inc()
+        if kept is not MISSING:
+            tracing.current().cached()
+            return kept
         batcher: Batcher = request.app.state.batcher
         try:
-            return await batcher.submit(
-                job.key, job.payload, job.cost, serving.timeout_s
+            result, queued = await until_gone(
+                request,
+                batcher.submit(job.key, job.payload, job.cost, serving.timeout_s),
             )
         except (Busy, TimedOut, RequestError):
             raise
+        except ClientGone:
+            metrics.abandoned.inc()
+            return _error(ABANDONED, "the client closed the request")
         except Exception as err:  # a bug in this request: the others go on
             log.error("error while answering %s", request.url.path, exc_info=err)
             return internal_error(err)
+        if queued.started is not None and queued.finished is not None:
+            started = queued.started
+            tracing.current().times(started - queued.queued, queued.finished - started)
+        cache.put(key, result)
+        return result
 
     @app.post("/translate", response_model=TranslateResponse)
     async def translate(req: TranslateRequest, request: Request) -> Any:
@@ -140,9 +185,26 @@ def create_app(engine: Engine, serving: Serving | None = None) -> BodyGuard:
         return await answer(request, engine.check_attention(req))
 
     @app.get("/health")
-    async def health(request: Request) -> dict[str, Any]:
-        """``ok`` while the server answers; how many requests wait."""
-        return {"status": "ok", "waiting": request.app.state.batcher.pending()}
+    async def alive() -> dict[str, Any]:
+        """``ok`` while the process serves (liveness); how many requests wait."""
+        waiting = health.batcher.pending() if health.batcher else 0
+        return {"status": "ok", "waiting": waiting}
+
+    @app.get("/ready", responses={503: {"model": ErrorResponse}})
+    async def ready() -> Any:
+        """200 when a request sent now would be answered in time (readiness); 503
+        before the model's thread starts, while stopping, or while work waits and
+        the model has finished nothing within ``timeout_s``."""
+        why = health.not_ready()
+        if why is not None:
+            return _error(503, f"not ready: {why}")
+        return {"status": "ready", "waiting": health.batcher.pending()}
+
+    if serving.metrics:
+
+        @app.get("/metrics", include_in_schema=False)
+        async def prometheus() -> Response:
+            return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/info")
     async def info(request: Request) -> dict[str, Any]:
@@ -164,7 +226,24 @@ def create_app(engine: Engine, serving: Serving | None = None) -> BodyGuard:
     app.include_router(libretranslate_router(engine, serving.timeout_s), prefix=PREFIX)
     add_api_docs(app, app.title)
     _handle_errors(app)
-    return BodyGuard(app, serving.max_body_bytes, forms=(PREFIX,))
+    body_guard = BodyGuard(app, serving.max_body_bytes, forms=(PREFIX,))
+    outer: Any = KeyGuard(body_guard, access, KEY_IN_BODY)
+    if access.cors_origins:
+        outer = CORSMiddleware(
+            outer,
+            allow_origins=access.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "X-Request-Id"],
+            expose_headers=["X-Request-Id", "Server-Timing", "Retry-After"],
+        )
+    routes = {getattr(r, "path", "") for r in app.routes} - {"/static/{name}"}
+    traced = tracing.Tracing(
+        outer,
+        lambda path: tracing.route_label(path, routes),
+        lambda route, status: metrics.requests.labels(route, str(status)).inc(),
+    )
+    traced.health = health  # type: ignore[attr-defined]  (server.serve drains it)
+    return traced
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -191,7 +270,15 @@ def _handle_errors(app: FastAPI) -> None:
 
     @app.exception_handler(Busy)
     async def busy(request: Request, err: Busy) -> JSONResponse:
-        return _error(503, f"the server is busy ({err}); try again in a moment")
+        answer = _error(429, f"the server is busy ({err}); try again in a moment")
+        answer.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return answer
+
+    @app.exception_handler(Unauthorized)
+    async def no_key(request: Request, err: Unauthorized) -> Response:
+        body, headers = unauthorized_body(str(err))
+        extra = {k.decode(): v.decode() for k, v in headers[2:]}
+        return Response(body, 401, extra, media_type="application/json")
 
     @app.exception_handler(TimedOut)
     async def late(request: Request, err: TimedOut) -> JSONResponse:

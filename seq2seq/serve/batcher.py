@@ -1,12 +1,15 @@
 """Concurrent requests gathered into one search, run on one worker thread.
 
 Torch is not made faster by concurrent calls on a few cores, but a search over many
-sentences at once costs little more than over one: so requests wait in a queue, and
-the worker takes the first one, gathers for at most ``max_wait_s`` the others that
-can share its search (the same ``key``: the same kind and decoding settings) up to a
-budget of ``max_cost`` source pieces, and runs them in one call of ``run(key,
-payloads)`` on its one thread. A job that waited past its timeout is dropped before
-it runs; a batch that fails is retried job by job, so one bad request fails alone.
+sentences at once costs little more than over one: so requests wait in a queue while
+a search runs, and when it ends the worker takes the first one waiting with the
+others that can share its search (the same ``key``: the same kind and decoding
+settings) up to a budget of ``max_cost`` source pieces, and runs them in one call of
+``run(key, payloads)`` on its one thread. A request that finds the thread idle starts
+at once: a lone client pays no wait for company (``max_wait_s`` > 0 adds one). A job
+that waited past its timeout, or whose client left (its future cancelled), is dropped
+before it runs; a batch that fails is retried job by job, so one bad request fails
+alone.
 """
 
 from __future__ import annotations
@@ -46,14 +49,20 @@ class QueuedJob:
     cost: int
     future: asyncio.Future
     queued: float = field(default_factory=time.monotonic)
+    started: float | None = None  # when its search began (monotonic)
+    finished: float | None = None  # when its search ended
+
+
+Observer = Callable[[Sequence[QueuedJob]], None]
 
 
 class Batcher:
     """Gathers jobs of one key into batches for ``run`` on one worker thread.
 
-    ``max_wait_s`` 0 or ``batching`` False: each job runs alone (the same queue, the
-    same thread), which is what the benchmark compares against. The defaults are
-    ``ServeConfig``'s (``max_wait_ms``, ``batch_pieces``, ``max_queue``).
+    ``batching`` False: each job runs alone (the same queue, the same thread), which
+    is what the benchmark compares against. ``observe(jobs)`` is called on the event
+    loop after each run (metrics). The defaults are ``ServeConfig``'s
+    (``max_wait_ms``, ``batch_pieces``, ``max_queue``).
     """
 
     def __init__(
@@ -63,8 +72,10 @@ class Batcher:
         max_cost: int = ServeConfig.batch_pieces,
         max_queue: int = ServeConfig.max_queue,
         batching: bool = ServeConfig.batching,
+        observe: Observer | None = None,
     ):
         self.run = run
+        self.observe = observe
         self.max_wait_s = max_wait_s if batching else 0.0
         self.max_cost = max_cost
         self.max_queue = max_queue
@@ -75,6 +86,8 @@ class Batcher:
         self.task: asyncio.Task | None = None
         self.batches = 0  # how many runs, and how many jobs they held: /info
         self.jobs = 0
+        self.running = False  # a search is on the thread
+        self.progress = time.monotonic()  # the last run's end, or idle's end
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._loop())
@@ -89,24 +102,42 @@ class Batcher:
     def pending(self) -> int:
         return self.queue.qsize() + len(self.held)
 
-    async def submit(self, key: Hashable, payload: Any, cost: int, timeout: float):
-        """``run(key, [payload, ...])``'s answer for ``payload``; ``Busy`` when the
-        queue is full, ``TimedOut`` after ``timeout`` seconds."""
+    def stalled(self, limit_s: float) -> bool:
+        """Work waits or runs and the thread has finished nothing for ``limit_s``
+        (readiness: a stuck model thread)."""
+        busy = self.running or self.pending() > 0
+        return busy and time.monotonic() - self.progress > limit_s
+
+    async def submit(
+        self, key: Hashable, payload: Any, cost: int, timeout: float
+    ) -> tuple[Any, QueuedJob]:
+        """``run(key, [payload, ...])``'s answer for ``payload``, and its job (when
+        it was queued, started and finished); ``Busy`` when the queue is full,
+        ``TimedOut`` after ``timeout`` seconds. Cancelling the caller drops the job
+        unless its search has begun."""
         if self.pending() >= self.max_queue:
             raise Busy(f"{self.pending()} requests are waiting")
+        if not self.running and self.pending() == 0:
+            self.progress = time.monotonic()  # idle until now: no stall
         future = asyncio.get_running_loop().create_future()
-        await self.queue.put(QueuedJob(key, payload, cost, future))
+        job = QueuedJob(key, payload, cost, future)
+        await self.queue.put(job)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            return await asyncio.wait_for(asyncio.shield(future), timeout), job
         except asyncio.TimeoutError:
             future.cancel()  # dropped unless it is running already
             raise TimedOut(f"no answer within {timeout:g} s") from None
+        except asyncio.CancelledError:
+            future.cancel()  # the client left: dropped unless running
+            raise
 
     async def _next(self) -> QueuedJob:
         return self.held.popleft() if self.held else await self.queue.get()
 
     async def _gather(self) -> list[QueuedJob]:
-        """The first job and the others that share its key, within the budget."""
+        """The first job and the others waiting that share its key, within the
+        budget (those that came while the last search ran; ``max_wait_s``: and
+        those that come that long after the first)."""
         first = await self._next()
         jobs, cost = [first], first.cost
         if not self.batching:
@@ -146,14 +177,25 @@ class Batcher:
                 continue
             self.batches += 1
             self.jobs += len(jobs)
-            outcomes = await loop.run_in_executor(self.executor, self._run_all, jobs)
+            self.running = True
+            started = time.monotonic()
+            try:
+                outcomes = await loop.run_in_executor(
+                    self.executor, self._run_all, jobs
+                )
+            finally:
+                self.running = False
+                self.progress = time.monotonic()
             for job, (ok, value) in zip(jobs, outcomes, strict=True):
+                job.started, job.finished = started, self.progress
                 if job.future.done():
                     continue
                 if ok:
                     job.future.set_result(value)
                 else:
                     job.future.set_exception(value)
+            if self.observe is not None:
+                self.observe(jobs)
 
     def _run_all(self, jobs: list[QueuedJob]) -> list[tuple[bool, Any]]:
         """On the worker thread: one run for all; if it fails, one run per job."""

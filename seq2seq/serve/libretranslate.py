@@ -29,6 +29,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from seq2seq.serve.abandon import ABANDONED, ClientGone, until_gone
+from seq2seq.serve.auth import Unauthorized, bearer, require
 from seq2seq.serve.batcher import Batcher, Busy, TimedOut
 from seq2seq.serve.engine import Engine, RequestError
 from seq2seq.serve.libre_fields import (
@@ -54,10 +56,14 @@ TAG = "LibreTranslate"
 
 
 def check_key(request: Request, api_key: str | None) -> None:
-    """The one check of a LibreTranslate request's ``api_key`` (its clients send it
-    in the body). Raise ``LibreError(403, "Invalid API key")`` to refuse one. This
-    server has no keys of its own yet, so every request passes; the server's key
-    check is to be called from here."""
+    """The server's key (``auth``), sent as LibreTranslate's clients send it: the
+    body's ``api_key``, else an ``Authorization: Bearer`` header. A wrong or
+    missing one is LibreTranslate's 403 ``Invalid API key``."""
+    presented = api_key if api_key else bearer(request.headers.raw)
+    try:
+        require(request.app.state.access, presented)
+    except Unauthorized:
+        raise LibreError(403, "Invalid API key") from None
 
 
 @dataclass(frozen=True)
@@ -113,10 +119,13 @@ async def translate_sentences(
                 400, f"Invalid request: {_named(str(err), chunk)}"
             ) from None
     batcher: Batcher = request.app.state.batcher
-    answers = await asyncio.gather(
-        *(batcher.submit(job.key, job.payload, job.cost, timeout) for job in jobs)
+    found = await until_gone(
+        request,
+        asyncio.gather(
+            *(batcher.submit(job.key, job.payload, job.cost, timeout) for job in jobs)
+        ),
     )
-    return [[c["text"] for c in cands] for a in answers for cands in a["nbest"]]
+    return [[c["text"] for c in cands] for a, _ in found for cands in a["nbest"]]
 
 
 def _named(message: str, chunk: Sequence[str]) -> str:
@@ -206,6 +215,8 @@ def libretranslate_router(engine: Engine, timeout_s: float) -> APIRouter:
             return answer(asked, units, found, splitter)
         except LibreError as err:
             return _error(err.status, str(err))
+        except ClientGone:
+            return _error(ABANDONED, "the client closed the request")
         except Busy as err:
             return _error(429, f"Slowdown: the server is busy ({err}); try again soon")
         except TimedOut as err:

@@ -1,10 +1,12 @@
 /* seq2seq-serve's page: translate as you type (debounced), the n-best list, and the
    attention drawn by attention.js (the HTML viewer's drawing code). Each change
    sends one POST /attention (translation, n-best, heatmap, heads, self-attention,
-   attribution); an answer older than the latest request is dropped. The switch
-   #unit draws the maps over pieces or words (AttentionView.words); with a reverse
-   model the answer's reverse record and two_way links are drawn in #twoway.
-   share.js saves the view (PNG, SVG, JSON) and keeps it in the URL.
+   attribution); a request older than the latest is aborted (AbortController: the
+   server drops it before its search if it still waits). A key in the address's
+   fragment (#key=KEY, never sent to the server as such) goes as Authorization.
+   The switch #unit draws the maps over pieces or words (AttentionView.words); with
+   a reverse model the answer's reverse record and two_way links are drawn in
+   #twoway. share.js saves the view (PNG, SVG, JSON) and keeps it in the URL.
    window.timing.render: how long the last answer took to draw (DOM and layout,
    ms), for the browser test's log.
    window.timing.typed / .drawn: when the last keystroke came and when its heatmap
@@ -13,16 +15,26 @@
   'use strict';
   var DEBOUNCE_MS = 120;
   var $ = function (id) { return document.getElementById(id); };
-  var seq = 0, timer = null, last = null;
+  var seq = 0, timer = null, inflight = null, last = null;
+  var key = (location.hash.match(/[#&]key=([^&]+)/) || [])[1];
+  var auth = key ? {'Authorization': 'Bearer ' + decodeURIComponent(key)} : {};
   window.timing = {typed: 0, drawn: 0, asked: 0};
 
-  function post(path, body) {
-    return fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'},
-      body: JSON.stringify(body)}).then(function (r) {
-      return r.json().then(function (data) {
-        if (!r.ok) throw new Error(data.error || ('HTTP ' + r.status));
-        return data;
-      });
+  function abortStale() {
+    if (inflight) inflight.abort();
+    inflight = null;
+  }
+
+  function post(path, body, signal) {
+    var headers = Object.assign({'Content-Type': 'application/json'}, auth);
+    return fetch(path, {method: 'POST', headers: headers, signal: signal,
+      body: JSON.stringify(body)}).then(answered);
+  }
+
+  function answered(r) {  // the JSON, or the server's one-line error thrown
+    return r.json().then(function (data) {
+      if (!r.ok) throw new Error(data.error || ('HTTP ' + r.status));
+      return data;
     });
   }
 
@@ -105,7 +117,9 @@
     if (ref.trim()) req.reference = ref;
     if (window.WhatIf) WhatIf.extend(req);
     status('translating…');
-    post('/attention', req).then(function (rec) {
+    abortStale();
+    inflight = new AbortController();
+    post('/attention', req, inflight.signal).then(function (rec) {
       if (mine !== seq) return;
       var t0 = performance.now();
       last = rec;
@@ -120,12 +134,13 @@
       document.body.setAttribute('data-drawn', String(mine));
       status('');
     }, function (err) {
-      if (mine === seq) status(err.message, true);
+      if (mine === seq && err.name !== 'AbortError') status(err.message, true);
     });
   }
 
   function later() {
     seq++;  // an answer to the text before this keystroke is stale
+    abortStale();
     window.timing.typed = performance.now();
     clearTimeout(timer);
     timer = setTimeout(update, DEBOUNCE_MS);
@@ -144,7 +159,7 @@
   if (window.WhatIf) WhatIf.install();
   if (window.SharePage) SharePage.install();
   if (window.SharePage && SharePage.restore()) update();
-  fetch('/info').then(function (r) { return r.json(); }).then(function (info) {
+  fetch('/info', {headers: auth}).then(answered).then(function (info) {
     var lang = info.languages ? info.languages.source + ' \u2192 ' + info.languages.target + ', ' : '';
     $('model').textContent = lang + info.model.checkpoints.join(' + ') + ' (step ' + info.model.step +
       ', ' + info.model.parameters.toLocaleString() + ' parameters), beam ' + info.decoding.beam_size +
@@ -157,5 +172,7 @@
     }
     if (!info.attribution) { $('attr').checked = false; $('attr').disabled = true; }
     document.body.setAttribute('data-ready', '1');
+  }, function (err) {
+    status(err.message + (key ? '' : ' (this page takes the key as #key=KEY)'), true);
   });
 })();

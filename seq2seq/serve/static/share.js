@@ -75,8 +75,9 @@
   /* Keep the view shown in the URL (no new history entry) and in #link. */
   function remember() {
     var url = location.pathname + '#' + params().toString();
-    history.replaceState(null, '', url);
-    $('link').href = url;
+    var key = (location.hash.match(/[#&]key=([^&]+)/) || [])[1];
+    history.replaceState(null, '', key ? url + '&key=' + key : url);  // the key stays here,
+    $('link').href = url;  // but never in a link to share
   }
 
   function json(text, fallback) {
