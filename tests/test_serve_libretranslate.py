@@ -9,9 +9,13 @@ import html
 import re
 
 import pytest
+from fastapi.testclient import TestClient
 
 from seq2seq.serve import libretranslate
+from seq2seq.serve.app import Serving, create_app
+from seq2seq.serve.auth import Access
 from seq2seq.serve.batcher import Batcher, Busy
+from seq2seq.serve.engine import Engine, Limits
 from seq2seq.serve.libre_fields import LibreError
 from seq2seq.serve.markup import read_markup
 from seq2seq.serve.sentences import split_sentences
@@ -177,6 +181,24 @@ def test_the_api_key_reaches_check_key_whose_refusal_is_403(client, monkeypatch)
     res = client.post(URL, data=form)
     assert (res.status_code, res.json()) == (403, {"error": "Invalid API key"})
     assert seen == ["k1"]
+
+
+def test_a_keyed_server_takes_the_key_from_the_body_or_the_header(translator):
+    engine = Engine(translator, Limits(max_texts=8, max_input_pieces=30), ["t.pt"])
+    app = create_app(engine, Serving(), Access("s3cret"))
+    with TestClient(app, raise_server_exceptions=False) as keyed:
+        for form in ({}, {"api_key": "wrong"}, {"api_key": "s3cret "}):
+            res = keyed.post(URL, data={"q": A, "source": "en", "target": "fr", **form})
+            assert (res.status_code, res.json()) == (403, {"error": "Invalid API key"})
+        good = {"q": A, "source": "en", "target": "fr", "api_key": "s3cret"}
+        expected = translator.translate([A])[0]
+        assert keyed.post(URL, data=good).json()["translatedText"] == expected
+        fields = {"q": A, "source": "en", "target": "fr"}
+        res = keyed.post(URL, json=fields, headers={"Authorization": "Bearer s3cret"})
+        assert res.json() == {"translatedText": expected}, res.text
+        # the languages are open, as LibreTranslate's are; the server's own API is not
+        assert keyed.get("/libretranslate/languages").status_code == 200
+        assert keyed.post("/translate", json={"texts": [A]}).status_code == 401
 
 
 def test_a_full_queue_is_429(client, monkeypatch):

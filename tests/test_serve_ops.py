@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 from fastapi import Request
@@ -40,6 +41,7 @@ class StubEngine:
         self.gate = gate
         self.runs: list[list] = []
         self.fail = False
+        self.translator = SimpleNamespace(config=None)  # no language pair of its own
 
     def info(self, serving):
         return {
@@ -315,9 +317,11 @@ def test_a_key_guards_the_api_and_leaves_the_probes_and_page_open():
             assert res.headers["WWW-Authenticate"] == "Bearer"
             assert "Authorization: Bearer" in res.json()["error"]
             assert "\n" not in res.text and res.headers["X-Request-Id"]
-        for path in ("/metrics", "/info", "/openapi.json"):
+        for path in ("/metrics", "/info"):
             assert client.get(path).status_code == 401
         for path in ("/health", "/ready", "/", "/static/serve.js"):
+            assert client.get(path).status_code == 200, path
+        for path in ("/docs", "/openapi.json"):  # the API described, no model output
             assert client.get(path).status_code == 200, path
         assert translate(client, **KEY).json()["translations"] == ["A RED CAR"]
         metrics_of(client, KEY)

@@ -10,7 +10,8 @@ the server goes on serving the others. A request whose client leaves before its
 search starts is dropped. ``/openapi.json`` holds the schemas, ``/docs`` shows them
 (``apidocs``, no CDN); LibreTranslate's API is under ``/libretranslate``
 (``libretranslate``, in its own words and status codes). Around it: ``tracing``
-(request ids, times, counts), CORS when origins are given, ``auth.KeyGuard``, ``guard.BodyGuard``.
+(request ids, times, counts), CORS when origins are given, ``auth.KeyGuard``,
+``guard.BodyGuard``.
 """
 
 from __future__ import annotations
