@@ -21,6 +21,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from seq2seq.data.batching import Batch
+from seq2seq.data.tokenizer import PAD_ID
 from seq2seq.decoding.ensemble import Ensemble, mean_probabilities
 from seq2seq.decoding.knockout import KnockoutMasks, member_state
 
@@ -109,6 +111,39 @@ def occlusion(
     )
     chosen = target_log_probs(out.log_probs, tgt_out.expand(rows, -1))  # (W+1, T)
     return (chosen[:1] - chosen[1:]).t()  # (T, W)
+
+
+def occlusion_rows(
+    model: nn.Module, batch: Batch, groups: Sequence[Sequence[Sequence[int]]]
+) -> list[Tensor]:
+    """``occlusion`` of several sentences in one forced pass: ``batch`` holds, per
+    sentence ``k`` in order, ``W_k + 1`` copies of the pair (``collate``d, padded),
+    ``groups[k]`` its words' source pieces. Returns per sentence its drops ``(T_k,
+    W_k)`` (``T_k`` its target pieces + EOS): rows of many sentences share one pass,
+    padding masked as in any batch."""
+    pieces = torch.zeros_like(batch.src_mask)
+    starts, row = [], 0
+    for words in groups:
+        starts.append(row)
+        for w, group in enumerate(words, start=1):
+            pieces[row + w, list(group)] = True
+        row += len(words) + 1
+    out = forced_outputs(
+        model,
+        batch.src,
+        batch.src_lengths,
+        batch.src_mask,
+        batch.tgt_in,
+        KnockoutMasks(pieces=pieces),
+    )
+    chosen = target_log_probs(out.log_probs, batch.tgt_out)  # (rows, T)
+    lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
+    drops = []
+    for start, words in zip(starts, groups, strict=True):
+        t = lengths[start]
+        rows = chosen[start : start + len(words) + 1, :t]
+        drops.append((rows[:1] - rows[1:]).t())  # (T, W)
+    return drops
 
 
 def spread_over_pieces(
