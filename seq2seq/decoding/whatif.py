@@ -71,20 +71,17 @@ def occlusion_maps(translator: Translator, split: EncodedSplit) -> list[torch.Te
     """Per pair, occlusion ``(T + 1, S + 1)`` laid over the source pieces like its
     attention (``forced.spread_over_pieces``; the source EOS column 0): each row the
     drop in the log-probability of the piece written when each source word is
-    knocked out (``forced.occlusion``), in nats, on the host. A pair takes ``W + 1``
-    rows of a forced pass; pairs of similar lengths share a pass, up to the
-    translator's budget of padded target pieces (``batch_tokens``)."""
+    knocked out (``forced.occlusion``), in nats, on the host. A pair is encoded
+    once and decoded in ``W + 1`` rows (``forced.occlusion_rows``); pairs of similar
+    lengths share a pass, up to the translator's budget of decoder rows × padded
+    target pieces (``batch_tokens``)."""
     tr = translator
     tr.model.eval()
     groups = [word_pieces(tr.tokenizer.src_pieces(list(s))) for s in split.src_ids]
     out: list[torch.Tensor | None] = [None] * len(split)
     for chunk in _occlusion_chunks(split, groups, tr.batch_tokens):
-        rows = [
-            (k, split.src_ids[k], split.tgt_ids[k])
-            for k in chunk
-            for _ in range(len(groups[k]) + 1)
-        ]
-        batch = collate(rows).to(tr.device)
+        batch = collate([(k, split.src_ids[k], split.tgt_ids[k]) for k in chunk])
+        batch = batch.to(tr.device)
         with autocast(tr.device, tr.amp_dtype):
             drops = occlusion_rows(tr.model, batch, [groups[k] for k in chunk])
         for k, drop in zip(chunk, drops, strict=True):
