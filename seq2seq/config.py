@@ -613,6 +613,9 @@ class AlignConfig(DecodeOptions):
     scale: WeightScale = WeightScale.linear  # png, terminal; html: the page's first
     output: str | None = None  # file or folder; default under the run directory
     device: str = "cpu"  # DecodeOptions' field, another default: one sentence runs fast
+    # a folder: the corpus report of split= (report.html, sentences.tsv) instead of
+    # format=; attribution occlusion unless attribution=true (docs/corpus_report.md)
+    report: str | None = None
 
 
 SCHEMAS: dict[str, type] = {

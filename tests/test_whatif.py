@@ -285,6 +285,34 @@ def test_occlusion_maps_lie_over_the_source_pieces(tiny_checkpoint):
         assert occ.abs().sum() > 0
 
 
+def test_occlusion_maps_of_a_split_equal_one_sentence_at_a_time(tiny_checkpoint):
+    """Pairs batched together (padded, several passes) give each pair's
+    ``occlusion`` alone."""
+    import dataclasses
+
+    from seq2seq.decoding.forced import spread_over_pieces
+
+    tr = Translator.from_checkpoint(tiny_checkpoint, device="cpu")
+    split = tr.encode([*TEXTS, "a"], [*TEXTS[::-1], "the small blue chairs"])
+    small = dataclasses.replace(tr, batch_tokens=40)  # several passes
+    for maps in (occlusion_maps(tr, split), occlusion_maps(small, split)):
+        for k, got in enumerate(maps):
+            src, tgt = split.src_ids[k], split.tgt_ids[k]
+            batch = collate([(0, list(src), list(tgt))])
+            groups = word_pieces(tr.tokenizer.src_pieces(list(src)))
+            with torch.no_grad():
+                drops = occlusion(
+                    tr.model,
+                    batch.src,
+                    batch.src_lengths,
+                    batch.tgt_in,
+                    batch.tgt_out,
+                    groups,
+                )
+            want = spread_over_pieces(drops, groups, len(src) + 1)
+            assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
 # ---------------------------------------------------------------- the commands
 def test_translate_command_keeps_a_prefix_per_line(tiny_checkpoint, tmp_path):
     from omegaconf import OmegaConf

@@ -7,7 +7,9 @@ links, ``symmetrize``, ``lexicon`` and ``twoway`` combine two directions; ``guid
 is the guided-alignment loss, ``attribution`` gradient × input, ``occlusion`` draws
 occlusion beside the attention and ``agreement`` compares the methods' argmaxes;
 ``scale`` is the one colour scale every picture draws with; ``export``, ``render``,
-``terminal`` and ``viewer`` write files, heatmaps, text heatmaps and the HTML page;
-``pipeline`` is ``seq2seq-align``'s job. It imports ``decoding`` and the layers
-before it.
+``terminal`` and ``viewer`` write files, heatmaps, text heatmaps and the HTML page,
+``notebook`` the same view inline in Jupyter; ``report_metrics``, ``report`` and
+``report_page`` make the corpus report (a split's sentences, their scores and
+attention numbers, one page); ``pipeline`` is ``seq2seq-align``'s job. It imports
+``decoding`` and the layers before it.
 """

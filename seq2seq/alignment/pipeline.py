@@ -10,7 +10,8 @@ are not a causal explanation of its output.
 ``attribution=occlusion`` draws occlusion (``alignment/occlusion.py``) where
 ``attribution=true`` draws gradient × input; ``knockout.words=[...]`` (``heads``,
 ``self_heads``) decodes and draws the model with those parts knocked out and says how
-the log-probability of its own translation changed.
+the log-probability of its own translation changed. ``report=DIR`` writes the corpus
+report of a split instead (``alignment/report.py``, ``report_page.py``).
 
 ``cli/align.py`` checks the settings, loads the translators and calls ``run_align``;
 the settings are its config (``AlignConfig``), read here by key.
@@ -216,6 +217,8 @@ def run_align(
     from seq2seq.alignment.viewer import alignment_html
     from seq2seq.alignment.words import merged
 
+    if cfg.report is not None:  # check_align: split=, one model's attention
+        return write_report(cfg, translator)
     if reverse is not None:  # check_align: format=pharaoh words=true
         lines = symmetrized_lines(cfg, translator, reverse)
         return emit(cfg, out_dir, "alignments.txt", "".join(x + "\n" for x in lines))
@@ -253,6 +256,32 @@ def run_align(
         export.write_npy(items, folder)
     print(f"wrote {len(items)} {fmt} file(s) to {folder}")
     return folder
+
+
+def write_report(cfg: DictConfig, translator: Translator) -> Path:
+    """The corpus report of ``split=`` (``index=`` its pairs) in the folder
+    ``report=``: ``report.html`` and ``sentences.tsv`` (``alignment/report.py``);
+    the attribution is occlusion, or gradient × input with ``attribution=true``."""
+    from seq2seq.alignment.export import ELSEWHERE
+    from seq2seq.alignment.report import corpus_report
+    from seq2seq.alignment.report_page import report_html, report_tsv
+    from seq2seq.disk import make_folder, write_atomic
+
+    split, _ = _sentences(cfg, translator)
+    indices = None if cfg.index is None else list(cfg.index)
+    method = attribution_kind(cfg.attribution) or OCCLUSION
+    report = corpus_report(translator, split, str(cfg.split), indices, method)
+    folder = Path(cfg.report)
+    make_folder(folder, "the report", ELSEWHERE)
+    table = write_atomic(
+        folder / "sentences.tsv", report_tsv(report), "a table", ELSEWHERE
+    )
+    page = write_atomic(
+        folder / "report.html", report_html(report), "a page", ELSEWHERE
+    )
+    stages = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
+    print(f"wrote {page} and {table} ({len(report.rows)} sentences; {stages})")
+    return page
 
 
 def say_spearman(items) -> None:

@@ -9,7 +9,8 @@ source states; they are not a causal explanation of its output.
 With ``reverse_checkpoint=B.pt`` (a model trained the other way on the same corpus)
 and ``format=pharaoh words=true`` it writes the two directions' word links combined
 by ``symmetrize`` (``alignment/symmetrize.py``); other formats show one model's
-attention, so ``check_align`` refuses them with a reverse checkpoint.
+attention, so ``check_align`` refuses them with a reverse checkpoint. ``report=DIR``
+writes the corpus report of ``split=`` (``alignment/report.py``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,32 @@ def check_align(cfg: DictConfig) -> None:
     check_reverse_file(cfg)
     _check_two_way_output(cfg)
     _check_view(cfg)
+    _check_report(cfg)
+
+
+def _check_report(cfg: DictConfig) -> None:
+    """``report=DIR``: a split's sentences, each translated and explained by one
+    model's cross-attention."""
+    if cfg.report is None:
+        return
+    require(bool(str(cfg.report).strip()), "report= is empty: give a folder")
+    require(
+        cfg.split is not None and cfg.text is None,
+        "report= lists a split's sentences: give split=NAME (not text=)",
+    )
+    require(
+        not cfg.references,
+        "report= scores the model's translations (and reads AER on the references "
+        "itself): drop references=true",
+    )
+    require(
+        cfg.reverse_checkpoint is None and knockout_of(cfg) is None,
+        "report= explains one model as it is: drop reverse_checkpoint= and knockout.*",
+    )
+    require(
+        AttentionView(cfg.view) == AttentionView.cross,
+        "report= shows every view of a sentence itself: drop view=self",
+    )
 
 
 def _check_view(cfg: DictConfig) -> None:

@@ -21,6 +21,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from seq2seq.data.batching import Batch
+from seq2seq.data.tokenizer import PAD_ID
 from seq2seq.decoding.ensemble import Ensemble, mean_probabilities
 from seq2seq.decoding.knockout import KnockoutMasks, member_state
 
@@ -42,13 +44,16 @@ def forced_outputs(
     src_mask: Tensor,
     tgt_in: Tensor,
     masks: KnockoutMasks | None = None,
+    rows: Tensor | None = None,
 ) -> Forced:
-    """Teacher forcing over tgt_in ``(B, T)`` under ``masks`` (None: none)."""
+    """Teacher forcing over tgt_in ``(B, T)`` under ``masks`` (None: none);
+    ``rows`` ``(B,)``: each row's source in ``src`` (``knockout.member_state``),
+    None: row ``b`` reads source ``b``."""
     members = list(model.members) if isinstance(model, Ensemble) else [model]
     masks = masks or KnockoutMasks()
     outs = []
     for member in members:
-        state, _ = member_state(member, src, src_lengths, src_mask, masks)
+        state, _ = member_state(member, src, src_lengths, src_mask, masks, rows=rows)
         outs.append(member.decoder(tgt_in, state))
     logs = [o.logits.float().log_softmax(-1) for o in outs]
     log_probs = logs[0] if len(logs) == 1 else mean_probabilities(logs)
@@ -109,6 +114,42 @@ def occlusion(
     )
     chosen = target_log_probs(out.log_probs, tgt_out.expand(rows, -1))  # (W+1, T)
     return (chosen[:1] - chosen[1:]).t()  # (T, W)
+
+
+def occlusion_rows(
+    model: nn.Module, batch: Batch, groups: Sequence[Sequence[Sequence[int]]]
+) -> list[Tensor]:
+    """``occlusion`` of several sentences in one forced pass: ``batch`` holds the
+    sentences (``collate``d, padded), ``groups[k]`` sentence ``k``'s words' source
+    pieces. Each sentence is encoded once and read by ``W_k + 1`` decoder rows (as
+    it is, then each word masked). Returns per sentence its drops ``(T_k, W_k)``
+    (``T_k`` its target pieces + EOS)."""
+    counts = torch.tensor([len(words) + 1 for words in groups], device=batch.src.device)
+    rows = torch.repeat_interleave(
+        torch.arange(len(groups), device=counts.device), counts
+    )
+    pieces = torch.zeros(len(rows), batch.src.size(1), dtype=torch.bool)
+    starts = [0, *torch.cumsum(counts, 0).tolist()[:-1]]
+    for start, words in zip(starts, groups, strict=True):
+        for w, group in enumerate(words, start=1):
+            pieces[start + w, list(group)] = True
+    out = forced_outputs(
+        model,
+        batch.src,
+        batch.src_lengths,
+        batch.src_mask,
+        batch.tgt_in.index_select(0, rows),
+        KnockoutMasks(pieces=pieces.to(batch.src.device)),
+        rows=rows,
+    )
+    tgt_out = batch.tgt_out.index_select(0, rows)
+    chosen = target_log_probs(out.log_probs, tgt_out)  # (rows, T)
+    lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
+    drops = []
+    for start, words, t in zip(starts, groups, lengths, strict=True):
+        block = chosen[start : start + len(words) + 1, :t]
+        drops.append((block[:1] - block[1:]).t())  # (T, W)
+    return drops
 
 
 def spread_over_pieces(

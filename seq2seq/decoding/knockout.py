@@ -247,11 +247,16 @@ def member_state(
     src_mask: Tensor,
     masks: KnockoutMasks,
     self_weights: bool = False,
+    rows: Tensor | None = None,
 ) -> tuple[DecoderState, Tensor | None]:
     """One model's first decoder state under ``masks`` (module docstring), and the
-    encoder's self-attention weights with ``self_weights``."""
+    encoder's self-attention weights with ``self_weights``. ``rows``: per decoder
+    row the source it reads (an index into ``src``), so sentences read by several
+    rows (occlusion's knock-outs) are encoded once; ``masks`` are then per row."""
     with _self_heads_off(model, masks.self_heads):
         enc, maps = model.encode_with_weights(src, src_lengths, src_mask, self_weights)
+    if rows is not None:
+        enc = enc.select(rows)
     if masks.pieces is not None:
         enc = enc._replace(mask=enc.mask & ~fit_width(masks.pieces, src_mask.size(1)))
     return _heads_off(model.init_state(enc), masks.heads), maps

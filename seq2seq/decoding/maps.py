@@ -86,6 +86,21 @@ class AttentionMap:
         return record
 
 
+class AttentionMaps(list):
+    """A list of ``AttentionMap`` (what ``Translator.attention`` returns) that a
+    Jupyter notebook shows as the interactive viewer (``_repr_html_``). The page is
+    drawn by ``alignment/``, a later layer, so it registers itself here
+    (``HTML_VIEW``) when imported: ``from seq2seq import Translator`` does so."""
+
+    def _repr_html_(self) -> str | None:
+        view = HTML_VIEW.get("html")
+        return None if view is None else view(list(self))
+
+
+# ``alignment.notebook`` puts its renderer here: maps -> a self-contained HTML block
+HTML_VIEW: dict[str, Any] = {}
+
+
 def without_eos(tokens: Sequence[int]) -> list[int]:
     """A hypothesis's tokens without their final EOS (the forced target)."""
     tokens = list(tokens)

@@ -107,6 +107,27 @@ def score(
     return result
 
 
+def sentence_scores(
+    hyps: Sequence[str], refs: Sequence[str]
+) -> list[tuple[float, float]]:
+    """Per hypothesis its sentence-level ``(BLEU, chrF)`` against its reference:
+    sacreBLEU's ``sentence_score`` (BLEU with effective order, so a short sentence
+    without 4-gram matches is not 0 by construction; chrF as the corpus score's)."""
+    if len(hyps) != len(refs):
+        raise ValueError(
+            f"got {len(hyps)} hypotheses but {len(refs)} references; "
+            "they must pair up one to one"
+        )
+    bleu, chrf = BLEU(effective_order=True, force=True), CHRF()
+    return [
+        (
+            float(bleu.sentence_score(h, [r]).score),
+            float(chrf.sentence_score(h, [r]).score),
+        )
+        for h, r in zip(hyps, refs, strict=True)
+    ]
+
+
 def moses_tokenize(lines: Sequence[str], lang: str) -> list[str]:
     """Lowercase, normalize punctuation and Moses-tokenize each line (sacremoses):
     the preprocessing of the Multi30k references that papers score against."""

@@ -37,6 +37,7 @@ from seq2seq.decoding.knockout import (
 )
 from seq2seq.decoding.maps import (
     AttentionMap,
+    AttentionMaps,
     ForcedAttention,
     forced_split,
     piece_maps,
@@ -188,18 +189,18 @@ class Translator:
         references: Sequence[str] | None = None,
         prefixes: Sequence[str | None] | None = None,
         knockouts: Knockouts = None,
-    ) -> list[AttentionMap]:
+    ) -> AttentionMaps:
         """One ``AttentionMap`` per text: where the model looked while writing its
         own translation (search, then forced through it), or, given ``references``,
         while reading them (forced); piece tokens, ``</s>`` last on both sides.
         ``prefixes`` and ``knockouts`` as in ``nbest`` (the attention is the
-        knocked-out model's)."""
+        knocked-out model's). A list that Jupyter draws as the viewer."""
         split = self.encode(texts, references)
         kos = per_text(knockouts, len(texts))
         if references is None:
             found = self.search(split, self.prefix_ids(split, prefixes), kos)
             split = forced_split(split, [hs[0].tokens for hs in found])
-        return self.attention_maps(split, knockouts=kos)
+        return AttentionMaps(self.attention_maps(split, knockouts=kos))
 
     def prefix_ids(
         self,

@@ -19,7 +19,7 @@ from seq2seq.data.pieces import word_pieces
 from seq2seq.data.splits import EncodedSplit
 from seq2seq.decoding.forced import (
     StepStats,
-    occlusion,
+    occlusion_rows,
     spread_over_pieces,
     step_stats,
     target_log_probs,
@@ -71,22 +71,42 @@ def occlusion_maps(translator: Translator, split: EncodedSplit) -> list[torch.Te
     """Per pair, occlusion ``(T + 1, S + 1)`` laid over the source pieces like its
     attention (``forced.spread_over_pieces``; the source EOS column 0): each row the
     drop in the log-probability of the piece written when each source word is
-    knocked out (``forced.occlusion``), in nats, on the host. One forced pass of
-    ``W + 1`` rows per sentence."""
+    knocked out (``forced.occlusion``), in nats, on the host. A pair is encoded
+    once and decoded in ``W + 1`` rows (``forced.occlusion_rows``); pairs of similar
+    lengths share a pass, up to the translator's budget of decoder rows × padded
+    target pieces (``batch_tokens``)."""
     tr = translator
     tr.model.eval()
-    out = []
-    for src, tgt in zip(split.src_ids, split.tgt_ids, strict=True):
-        groups = word_pieces(tr.tokenizer.src_pieces(list(src)))
-        batch = collate([(0, list(src), list(tgt))]).to(tr.device)
+    groups = [word_pieces(tr.tokenizer.src_pieces(list(s))) for s in split.src_ids]
+    out: list[torch.Tensor | None] = [None] * len(split)
+    for chunk in _occlusion_chunks(split, groups, tr.batch_tokens):
+        batch = collate([(k, split.src_ids[k], split.tgt_ids[k]) for k in chunk])
+        batch = batch.to(tr.device)
         with autocast(tr.device, tr.amp_dtype):
-            drops = occlusion(
-                tr.model,
-                batch.src,
-                batch.src_lengths,
-                batch.tgt_in,
-                batch.tgt_out,
-                groups,
-            )
-        out.append(spread_over_pieces(drops.float(), groups, len(src) + 1).cpu())
-    return out
+            drops = occlusion_rows(tr.model, batch, [groups[k] for k in chunk])
+        for k, drop in zip(chunk, drops, strict=True):
+            width = len(split.src_ids[k]) + 1
+            out[k] = spread_over_pieces(drop.float(), groups[k], width).cpu()
+    return out  # type: ignore[return-value]
+
+
+def _occlusion_chunks(
+    split: EncodedSplit, groups: Sequence[Sequence[Sequence[int]]], budget: int
+) -> list[list[int]]:
+    """The pairs in groups of similar lengths (sorted by target, then source
+    length) whose rows times their longest target stay within ``budget`` (a pair
+    over it alone)."""
+    order = sorted(
+        range(len(split)), key=lambda k: (len(split.tgt_ids[k]), len(split.src_ids[k]))
+    )
+    chunks: list[list[int]] = []
+    rows = longest = 0
+    for k in order:
+        n, t = len(groups[k]) + 1, len(split.tgt_ids[k]) + 1
+        if chunks and (rows + n) * max(longest, t) <= budget:
+            chunks[-1].append(k)
+            rows, longest = rows + n, max(longest, t)
+        else:
+            chunks.append([k])
+            rows, longest = n, t
+    return chunks
