@@ -156,3 +156,13 @@ def assert_gradients_close(
             atol=1e-3 * largest,
             msg=lambda m, n=name: f"{n}: {m}",
         )
+
+
+# names of XML namespaces: identifiers a browser never loads
+_NAMESPACES = re.compile(r"http://www\.w3\.org/(?:2000/svg|1999/xhtml|1999/xlink)\b")
+
+
+def outside_urls(page: str) -> list[str]:
+    """Every http(s) address in a page but XML namespace names: what the page could
+    load from outside (a CDN); a self-contained page has none."""
+    return re.findall(r"https?://[^\s\"'<>)]+", _NAMESPACES.sub("", page))
