@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from seq2seq.serve import batcher as batcher_module
 from seq2seq.serve.batcher import Batcher, Busy, TimedOut
 
 
@@ -85,6 +86,34 @@ def test_an_idle_thread_starts_a_job_at_once_and_gathers_those_that_come_meanwhi
     assert [ps for _, ps in runner.calls] == [[0], [1, 2, 3, 4, 5]]
     job = answers[1][1]  # when it was queued, started and finished
     assert job.queued <= job.started <= job.finished
+
+
+@pytest.mark.parametrize("last_jobs", [1, 3])
+def test_after_a_batch_its_clients_are_awaited_and_a_lone_client_is_not(
+    last_jobs, monkeypatch
+):
+    """After a search of three jobs the next waits (here up to 0.5 s) until three
+    have come; after a lone job's search a job starts at once and the two that
+    come 0.05 s later share the next run."""
+    monkeypatch.setattr(batcher_module, "RETURN_WAIT_S", 0.5)
+    runner = Recorder()
+    batcher = Batcher(runner, max_cost=100)
+    batcher.last_jobs, batcher.last_run_s = last_jobs, 10.0
+
+    async def scenario():
+        batcher.start()
+        try:
+            first = asyncio.ensure_future(batcher.submit("a", 0, 1, 10))
+            await asyncio.sleep(0.05)
+            rest = [batcher.submit("a", k, 1, 10) for k in (1, 2)]
+            return await asyncio.gather(first, *rest)
+        finally:
+            await batcher.stop()
+
+    answers = asyncio.run(scenario())
+    assert [a for a, _ in answers] == [0, 2, 4]
+    runs = [ps for _, ps in runner.calls]
+    assert runs == ([[0, 1, 2]] if last_jobs == 3 else [[0], [1, 2]])
 
 
 def test_a_cancelled_job_is_dropped_before_its_search():

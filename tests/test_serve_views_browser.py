@@ -213,7 +213,10 @@ def test_a_250_piece_sentence_draws(chromium, server, request):  # noqa: F811
     assert page.locator("#view .heat td").count() == 0
     assert page.locator("#view .heat .src").count() == n_src
     assert page.locator("#view .heat .tgt").count() == n_tgt
-    box = page.locator("#view .heat img.grid").bounding_box()
+    grid = page.locator("#view .heat img.grid")
+    # its corner into the viewport (the mouse reaches the viewport only)
+    grid.evaluate("e => e.scrollIntoView({block: 'start', inline: 'start'})")
+    box = grid.bounding_box()
     # the cell (0, 0): its weight in the tip
     page.mouse.move(box["x"] + 2, box["y"] + 2)
     tip = page.inner_text("#tip")

@@ -102,7 +102,8 @@ def test_what_ifs_by_keyboard(chromium, server, record_property):  # noqa: F811
     assert page.inner_text("#translation") == knocked["translation"]
     if word is not None:
         assert knocked["translation"] != before
-        assert page.locator("#change ins").count() >= 1  # the new pieces, marked
+        # the new pieces and the dropped ones, marked
+        assert page.locator("#change ins, #change del").count() >= 1
     rows = page.locator("#change table.diff tr").count()
     assert rows == len(knocked["tgt_tokens"]) + 1
     assert "knocked out word" in page.inner_text("#change")

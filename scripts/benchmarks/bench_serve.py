@@ -3,9 +3,14 @@ concurrent clients, with and without batching (``batching=true|false``); or a so
 
 Each client sends one sentence a request (``POST /translate``), the next as soon as
 the answer comes, over its own keep-alive connection, for ``--seconds`` after a short
-warm-up, with the answer cache off (``cache_size=0``: each request a search). The
-server runs as its own process (``python -m seq2seq.cli.serve``) on a
-free port, once per mode, and is stopped with SIGTERM (it must exit 0)::
+warm-up, with the answer cache off (``cache_size=0``: each request a search). Both
+servers (batching on and off) run at once, each its own process (``python -m
+seq2seq.cli.serve``) on a free port, idle while the other is measured; each client
+count is measured in ``--rounds`` (3) rounds that alternate the two, ``--seconds`` in
+all, so that the machine's drift falls on both alike. Requests/s is the median of
+the rounds, p50/p99 over all their requests, and the lone client's price is the
+median of the rounds' paired ratios. The servers are stopped with SIGTERM (they must
+exit 0)::
 
     python scripts/benchmarks/bench_serve.py outputs/train/RUN/checkpoints/best.pt
     python scripts/benchmarks/bench_serve.py best.pt --input test.de --clients 1 8 32 \
@@ -124,12 +129,18 @@ def load(port: int, texts: list[str], clients: int, seconds: float) -> dict:
     for t in threads:
         t.join()
     elapsed = time.monotonic() - t0
-    flat = np.array([x for lat in latencies for x in lat]) * 1000
+    flat = [x * 1000 for lat in latencies for x in lat]
+    return {"rps": len(flat) / elapsed, "ms": flat}
+
+
+def summary(rounds: list[dict]) -> dict:
+    """Rounds of one setting: the median requests/s, p50 and p99 over all."""
+    ms = np.array([x for r in rounds for x in r["ms"]])
     return {
-        "rps": len(flat) / elapsed,
-        "p50": float(np.percentile(flat, 50)),
-        "p99": float(np.percentile(flat, 99)),
-        "n": len(flat),
+        "rps": float(np.median([r["rps"] for r in rounds])),
+        "p50": float(np.percentile(ms, 50)),
+        "p99": float(np.percentile(ms, 99)),
+        "n": len(ms),
     }
 
 
@@ -243,6 +254,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench_serve"))
     parser.add_argument("--soak", type=float, nargs="?", const=10.0, default=None)
     parser.add_argument("--soak-clients", type=int, default=32)
@@ -254,44 +266,57 @@ def main() -> None:
     texts = sentences(args.checkpoint, args.input)
     if args.soak is not None:
         sys.exit(run_soak(args, texts))
-    rows = []
-    for batching in (True, False):
-        mode = f"batching={str(batching).lower()}"
-        proc, port = start(
-            args.checkpoint,
-            args.out / f"batching_{batching}",
-            [mode, "max_queue=1024", "cache_size=0", *args.overrides],
-        )
-        try:
-            load(port, texts, max(args.clients), args.warmup)
-            for clients in args.clients:
-                rows.append(
-                    (batching, clients, load(port, texts, clients, args.seconds))
-                )
-                r = rows[-1][2]
+    servers = {}
+    try:
+        for batching in (True, False):
+            mode = f"batching={str(batching).lower()}"
+            servers[batching] = start(
+                args.checkpoint,
+                args.out / f"batching_{batching}",
+                [mode, "max_queue=1024", "cache_size=0", *args.overrides],
+            )
+            load(servers[batching][1], texts, max(args.clients), args.warmup)
+        rounds: dict[tuple[bool, int], list[dict]] = {}
+        for clients in args.clients:
+            for r in range(args.rounds):
+                for batching in (True, False) if r % 2 == 0 else (False, True):
+                    port = servers[batching][1]
+                    got = load(port, texts, clients, args.seconds / args.rounds)
+                    rounds.setdefault((batching, clients), []).append(got)
+            for batching in (True, False):
+                row = summary(rounds[(batching, clients)])
                 print(
-                    f"{mode} clients={clients}: {r['rps']:.1f} requests/s, "
-                    f"p50 {r['p50']:.0f} ms, p99 {r['p99']:.0f} ms ({r['n']} requests)",
+                    f"batching={str(batching).lower()} clients={clients}: "
+                    f"{row['rps']:.1f} requests/s, p50 {row['p50']:.0f} ms, "
+                    f"p99 {row['p99']:.0f} ms ({row['n']} requests)",
                     file=sys.stderr,
                 )
-        finally:
+    finally:
+        for proc, _ in servers.values():
             proc.send_signal(signal.SIGTERM)
-            code = proc.wait(timeout=120)
-        if code != 0:
-            sys.exit(f"bench_serve.py: the server exited {code} on SIGTERM")
+        codes = [proc.wait(timeout=120) for proc, _ in servers.values()]
+    if any(codes):
+        sys.exit(f"bench_serve.py: a server exited {codes} on SIGTERM")
+    rows = {key: summary(r) for key, r in rounds.items()}
+    fewest = min(args.clients)
     print("| batching | clients | requests/s | × 1 client | p50 (ms) | p99 (ms) |")
     print("|---|---:|---:|---:|---:|---:|")
-    for batching, clients, r in rows:
-        one = next(x for b, c, x in rows if b == batching and c == min(args.clients))
-        print(
-            f"| {'on' if batching else 'off'} | {clients} | {r['rps']:.1f} | "
-            f"{r['rps'] / one['rps']:.1f} | {r['p50']:.0f} | {r['p99']:.0f} |"
-        )
-    fewest = min(args.clients)
-    on, off = (next(x for b, c, x in rows if b == m and c == fewest) for m in (1, 0))
+    for batching in (True, False):
+        one = rows[(batching, fewest)]["rps"]
+        for clients in args.clients:
+            r = rows[(batching, clients)]
+            print(
+                f"| {'on' if batching else 'off'} | {clients} | {r['rps']:.1f} | "
+                f"{r['rps'] / one:.1f} | {r['p50']:.0f} | {r['p99']:.0f} |"
+            )
+    paired = [
+        on["rps"] / off["rps"]
+        for on, off in zip(rounds[(True, fewest)], rounds[(False, fewest)], strict=True)
+    ]
     print(
-        f"\n{fewest} client(s), batching on against off: "
-        f"{on['rps'] / off['rps']:.2f} (target >= 0.95)"
+        f"\n{fewest} client(s), batching on against off, the median of "
+        f"{len(paired)} paired rounds: {np.median(paired):.2f} (target >= 0.95; "
+        f"rounds {', '.join(f'{x:.2f}' for x in paired)})"
     )
 
 

@@ -6,7 +6,11 @@ a search runs, and when it ends the worker takes the first one waiting with the
 others that can share its search (the same ``key``: the same kind and decoding
 settings) up to a budget of ``max_cost`` source pieces, and runs them in one call of
 ``run(key, payloads)`` on its one thread. A request that finds the thread idle starts
-at once: a lone client pays no wait for company (``max_wait_s`` > 0 adds one). A job
+at once: a lone client pays no wait for company (``max_wait_s`` > 0 adds one). The
+clients a batch answered come back together, each a moment after its answer: after a
+search that held several jobs, the next waits for as many again, at most
+``RETURN_WAIT_S`` and a quarter of that search's time, so that many clients keep
+filling whole searches instead of a lone early one followed by the rest. A job
 that waited past its timeout, or whose client left (its future cancelled), is dropped
 before it runs; a batch that fails is retried job by job, so one bad request fails
 alone.
@@ -28,6 +32,7 @@ from seq2seq.config import ServeConfig
 log = logging.getLogger(__name__)
 
 POLL_S = 0.0005  # how often the gathering looks at the queue
+RETURN_WAIT_S = 0.004  # the longest wait for a batch's clients to come back
 Runner = Callable[[Hashable, Sequence[Any]], Sequence[Any]]
 
 
@@ -88,6 +93,8 @@ class Batcher:
         self.jobs = 0
         self.running = False  # a search is on the thread
         self.progress = time.monotonic()  # the last run's end, or idle's end
+        self.last_jobs = 0  # how many jobs the last search held, and its seconds
+        self.last_run_s = 0.0
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._loop())
@@ -150,13 +157,14 @@ class Batcher:
             else:
                 kept.append(job)
         self.held = kept
-        deadline = time.monotonic() + self.max_wait_s
+        wait_s, enough = self._company()
+        deadline = time.monotonic() + wait_s
         while cost < self.max_cost:
             try:
                 job = self.queue.get_nowait()
             except asyncio.QueueEmpty:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or len(jobs) >= enough:
                     break
                 # a short sleep, not wait_for(queue.get()): a get cancelled as an
                 # item arrives can lose it on Python 3.11
@@ -168,6 +176,18 @@ class Batcher:
             else:
                 self.held.append(job)
         return jobs
+
+    def _company(self) -> tuple[float, float]:
+        """How long a batch may wait for more jobs, and with how many it stops
+        waiting (it takes all those waiting already in any case): ``max_wait_s``
+        when set; else, after a search that held several jobs, their clients'
+        return (as many again, within ``RETURN_WAIT_S`` and a quarter of that
+        search); else none: a lone client starts at once."""
+        if self.max_wait_s > 0:
+            return self.max_wait_s, float("inf")
+        if self.last_jobs > 1:
+            return min(RETURN_WAIT_S, self.last_run_s / 4), self.last_jobs
+        return 0.0, float("inf")
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -186,6 +206,7 @@ class Batcher:
             finally:
                 self.running = False
                 self.progress = time.monotonic()
+                self.last_jobs, self.last_run_s = len(jobs), self.progress - started
             for job, (ok, value) in zip(jobs, outcomes, strict=True):
                 job.started, job.finished = started, self.progress
                 if job.future.done():

@@ -188,17 +188,18 @@
     return 'rgb(' + c.map(function (x) { return Math.round(255 + (x - 255) * v); }).join(',') + ')';
   }
 
-  /* What the last what-if changed: the pieces (new ones marked), the knock-out's
+  /* What the last what-if changed: the pieces (new ones and dropped ones marked), the knock-out's
      change in the original translation's log-probability, and the attention of the
      rows both translations share (matched in order), new minus before. */
   function drawChange(rec) {
     var box = $('change');
     var before = state.before;
     if (!before || before.text !== rec.text) { box.innerHTML = ''; box.hidden = true; return; }
-    var pairs = lcs(before.tgt_tokens, rec.tgt_tokens), kept = {};
-    pairs.forEach(function (p) { kept[p[1]] = p[0]; });
-    var h = '<h3>what changed</h3><p class="diff-text">before: ' + esc(before.translation) +
-      '<br>now: ' + rec.tgt_tokens.map(function (p, j) {
+    var pairs = lcs(before.tgt_tokens, rec.tgt_tokens), kept = {}, stayed = {};
+    pairs.forEach(function (p) { kept[p[1]] = p[0]; stayed[p[0]] = true; });
+    var h = '<h3>what changed</h3><p class="diff-text">before: ' + before.tgt_tokens.map(function (p, i) {
+        return i in stayed ? esc(p) : '<del>' + esc(p) + '</del>';
+      }).join(' ') + '<br>now: ' + rec.tgt_tokens.map(function (p, j) {
         return j in kept ? esc(p) : '<ins>' + esc(p) + '</ins>';
       }).join(' ') + '</p>';
     if (rec.knockout) {
