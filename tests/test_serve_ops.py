@@ -282,12 +282,14 @@ def _until(condition, seconds=20.0):
 
 def test_liveness_and_readiness():
     gate = threading.Event()
-    client, _, app = make(StubEngine(gate), timeout_s=0.3)
+    client, engine, app = make(StubEngine(gate), timeout_s=0.3)
     before = client.get("/ready")  # no lifespan yet: the model thread not started
     assert before.status_code == 503 and "not loaded" in before.json()["error"]
     with client, ThreadPoolExecutor(2) as pool:
         assert client.get("/ready").json() == {"status": "ready", "waiting": 0}
-        stuck = [pool.submit(translate, client, t) for t in ("one", "two")]
+        stuck = [pool.submit(translate, client, "one")]
+        _until(lambda: engine.runs)  # running, held by the gate
+        stuck.append(pool.submit(translate, client, "two"))
         _until(lambda: client.get("/health").json()["waiting"] == 1)
         time.sleep(0.35)  # past timeout_s with nothing finished
         res = client.get("/ready")
