@@ -9,7 +9,7 @@ settings) up to a budget of ``max_cost`` source pieces, and runs them in one cal
 at once: a lone client pays no wait for company (``max_wait_s`` > 0 adds one). The
 clients a batch answered come back together, each a moment after its answer: after a
 search that held several jobs, the next waits for as many again, at most
-``RETURN_WAIT_S`` and a quarter of that search's time, so that many clients keep
+``RETURN_WAIT_S`` and half of that search's time, so that many clients keep
 filling whole searches instead of a lone early one followed by the rest. A job
 that waited past its timeout, or whose client left (its future cancelled), is dropped
 before it runs; a batch that fails is retried job by job, so one bad request fails
@@ -32,7 +32,7 @@ from seq2seq.config import ServeConfig
 log = logging.getLogger(__name__)
 
 POLL_S = 0.0005  # how often the gathering looks at the queue
-RETURN_WAIT_S = 0.004  # the longest wait for a batch's clients to come back
+RETURN_WAIT_S = 0.02  # the longest wait for a batch's clients to come back
 Runner = Callable[[Hashable, Sequence[Any]], Sequence[Any]]
 
 
@@ -181,12 +181,12 @@ class Batcher:
         """How long a batch may wait for more jobs, and with how many it stops
         waiting (it takes all those waiting already in any case): ``max_wait_s``
         when set; else, after a search that held several jobs, their clients'
-        return (as many again, within ``RETURN_WAIT_S`` and a quarter of that
-        search); else none: a lone client starts at once."""
+        return (as many again, within ``RETURN_WAIT_S`` and half of that search);
+        else none: a lone client starts at once."""
         if self.max_wait_s > 0:
             return self.max_wait_s, float("inf")
         if self.last_jobs > 1:
-            return min(RETURN_WAIT_S, self.last_run_s / 4), self.last_jobs
+            return min(RETURN_WAIT_S, self.last_run_s / 2), self.last_jobs
         return 0.0, float("inf")
 
     async def _loop(self) -> None:
