@@ -41,6 +41,9 @@ WHEELS=(
     annotated-types==0.7.0
     typing-inspection==0.4.2
     opentelemetry-api==1.45.3
+    python-multipart==0.0.34  # LibreTranslate's form bodies
+    pysbd==0.3.4  # LibreTranslate's texts cut into sentences
+    swagger-ui-py==25.7.1  # /docs without a CDN
 )
 # Published as an sdist only: built into a (pure Python) wheel here.
 SDISTS=(
