@@ -81,3 +81,18 @@ def test_a_vocabulary_larger_than_the_text_supports_is_said(caplog):
         f"vocabulary size 100000 asked, but the training text supports only "
         f"{reached} pieces: using {reached}" in caplog.text
     )
+
+
+def test_few_and_many_sentences_encode_alike():
+    """One call per sentence (a few) and SentencePiece's pooled list call (many)
+    give the same ids, on both sides."""
+    from seq2seq.data.tokenizer import POOLED_FROM
+
+    tok = Tokenizer.train(SRC, TGT, vocab_size=60, joint=False)
+    many = [SRC[i % len(SRC)] + f" {i}" for i in range(POOLED_FROM + 5)]
+    pooled = tok.encode_src(many)
+    assert [tok.encode_src([s])[0] for s in many] == pooled
+    assert tok.encode_src(many[:3]) == pooled[:3]
+    targets = [TGT[i % len(TGT)] for i in range(POOLED_FROM)]
+    assert tok.encode_tgt(targets)[:4] == tok.encode_tgt(targets[:4])
+    assert tok.encode_src([]) == []
