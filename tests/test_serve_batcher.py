@@ -193,3 +193,17 @@ def test_answers_come_back_to_their_own_request(wait):
     jobs = [(k % 3, k, 1) for k in range(30)]
     answers = asyncio.run(_many(batcher, jobs))
     assert answers == [2 * k for k in range(30)]
+
+
+def test_runs_go_to_the_thread_the_model_was_loaded_on():
+    """The server loads the model on ``model_thread()`` and hands that thread to
+    the batcher: every run happens there (one OpenMP team), and ``stop`` shuts it."""
+    thread = batcher_module.model_thread()
+    loaded_on = thread.submit(lambda: threading.current_thread().name).result()
+    runner = Recorder()
+    batcher = Batcher(runner, thread=thread)
+    answers = asyncio.run(_many(batcher, [("k", p, 1) for p in range(6)]))
+    assert answers == [0, 2, 4, 6, 8, 10]
+    assert runner.threads == {loaded_on}
+    with pytest.raises(RuntimeError, match="shutdown"):
+        thread.submit(print)

@@ -36,6 +36,7 @@ WHEELS=(
     fastapi==0.165.0  # seq2seq-serve, with what it needs that the image lacks
     starlette==1.10.0
     uvicorn==0.55.0
+    httptools==0.9.0  # uvicorn's fast HTTP parser (uvloop is on the image)
     pydantic==2.13.4
     pydantic-core==2.46.4
     annotated-types==0.7.0

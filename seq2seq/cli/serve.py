@@ -11,6 +11,7 @@ requests in flight finish, then the command exits 0.
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -48,16 +49,33 @@ def check_serve(cfg: DictConfig) -> None:
 def _serve(cfg: DictConfig) -> int:
     from seq2seq.serve.app import Serving, create_app
     from seq2seq.serve.auth import access_of
-    from seq2seq.serve.engine import Engine, Limits
+    from seq2seq.serve.batcher import model_thread
     from seq2seq.serve.server import serve
+
+    thread = model_thread()  # loads, warms and runs the model: one OpenMP team
+    try:
+        engine = thread.submit(_engine, cfg).result()
+    except BaseException:
+        thread.shutdown()
+        raise
+    # The model's objects live as long as the process: a full garbage collection
+    # walking them all (about 0.2 s with the quickstart's) would stall the requests.
+    gc.collect()
+    gc.freeze()
+    access = access_of(cfg, os.environ)
+    app = create_app(engine, Serving.of(cfg), access, thread)
+    return serve(app, cfg.host, cfg.port, cfg.timeout_s, access.api_key is not None)
+
+
+def _engine(cfg: DictConfig):
+    """The model (and the reverse one) loaded and warmed with one translation."""
+    from seq2seq.serve.engine import Engine, Limits
 
     translator = load_translator(cfg)
     names = [Path(p).name for p in checkpoint_paths(cfg.checkpoint)]
     engine = Engine(translator, Limits.of(cfg), names, _both_ways(cfg, translator))
     engine.warm()
-    access = access_of(cfg, os.environ)
-    app = create_app(engine, Serving.of(cfg), access)
-    return serve(app, cfg.host, cfg.port, cfg.timeout_s, access.api_key is not None)
+    return engine
 
 
 def _both_ways(cfg: DictConfig, translator):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -99,10 +100,15 @@ def _file(name: str) -> str:
 
 
 def create_app(
-    engine: Engine, serving: Serving | None = None, access: Access | None = None
+    engine: Engine,
+    serving: Serving | None = None,
+    access: Access | None = None,
+    thread: ThreadPoolExecutor | None = None,
 ) -> tracing.Tracing:
     """The application around ``engine`` (the model) in its middlewares; its
-    ``health.drain()`` tells the probes that the server is stopping."""
+    ``health.drain()`` tells the probes that the server is stopping. ``thread``:
+    the one the model was loaded on (``batcher.model_thread``), which runs its
+    searches."""
     serving = serving or Serving()
     access = access or Access()
     files = {name: _file(name) for name in PAGE_FILES}
@@ -123,6 +129,7 @@ def create_app(
             max_queue=serving.max_queue,
             batching=serving.batching,
             observe=metrics.observe,
+            thread=thread,
         )
         batcher.start()
         app.state.batcher = health.batcher = batcher
