@@ -115,7 +115,9 @@ def _load(model: bytes) -> spm.SentencePieceProcessor:
     return processor
 
 
-def _encode(processor: spm.SentencePieceProcessor, texts: Sequence[str]) -> list[list[int]]:
+def _encode(
+    processor: spm.SentencePieceProcessor, texts: Sequence[str]
+) -> list[list[int]]:
     """Piece ids per text: one call per text for a few, SentencePiece's pooled list
     call for many (``POOLED_FROM``); both give the same ids."""
     if len(texts) < POOLED_FROM:
