@@ -116,6 +116,32 @@ def test_serving_other_machines_without_a_key_is_refused_in_one_line(
     )
 
 
+def test_a_checkpoint_that_fails_on_the_model_thread_is_one_line_and_exit_2(tmp_path):
+    """The model is loaded on its own thread (``batcher.model_thread``): a file
+    that is no checkpoint still ends the command in one line, exit 2, without
+    leaving the thread to hold the process."""
+    bad = tmp_path / "best.pt"
+    bad.write_text("not a checkpoint")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "seq2seq.cli.serve",
+            f"checkpoint={bad}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"seq2seq-serve: error: checkpoint {bad} (16 bytes) ")
+    assert "is not a PyTorch checkpoint" in line
+
+
 def _ask(port, method, path, body=None, headers=None):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     data = None if body is None else json.dumps(body)
