@@ -19,7 +19,7 @@ from seq2seq.serve.engine import Engine, Limits
 from seq2seq.serve.libre_fields import LibreError
 from seq2seq.serve.markup import read_markup
 from seq2seq.serve.sentences import split_sentences
-from tests import test_serve_whatif
+from tests import test_serve_ops, test_serve_whatif
 
 # the tiny model's translator and an in-process client (max_texts 8, 30 pieces a text)
 translator, client = test_serve_whatif.translator, test_serve_whatif.client
@@ -236,3 +236,23 @@ def test_the_api_docs_load_from_the_server_alone(client):
         assert paths[path][method]["tags"] == ["LibreTranslate"]
     body = paths[URL]["post"]["requestBody"]["content"]
     assert set(body) >= {"application/json", "application/x-www-form-urlencoded"}
+
+
+def test_the_metrics_count_libretranslates_routes_by_name(translator):
+    engine = Engine(translator, Limits(max_texts=8, max_input_pieces=30), ["t.pt"])
+    with TestClient(create_app(engine, Serving())) as client:
+        assert ask(client, q=A).status_code == 200
+        assert ask(client, q=A, source="xx").status_code == 400
+        assert client.get("/libretranslate/languages").status_code == 200
+        assert client.get("/docs/swagger-ui.css").status_code == 200
+        got = test_serve_ops.metrics_of(client)
+    counted: dict[str, float] = {}
+    for (name, labels), value in got.items():
+        if name == "seq2seq_serve_requests_total":
+            route = dict(labels)["route"]
+            counted[route] = counted.get(route, 0) + value
+    assert counted == {
+        "/libretranslate/translate": 2,
+        "/libretranslate/languages": 1,
+        "/docs": 1,
+    }

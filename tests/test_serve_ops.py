@@ -30,7 +30,7 @@ from seq2seq.serve.auth import (
     require,
 )
 from seq2seq.serve.engine import CheckedRequest
-from seq2seq.serve.tracing import RequestIdFilter
+from seq2seq.serve.tracing import RequestIdFilter, route_label
 
 
 class StubEngine:
@@ -411,3 +411,14 @@ def test_a_route_wired_to_require_answers_401_in_one_line(monkeypatch):
     assert good.json() == {"ok": True}
     assert bad.status_code == 401 and bad.headers["WWW-Authenticate"] == "Bearer"
     assert "\n" not in bad.text and "Authorization: Bearer" in bad.json()["error"]
+
+
+def test_route_labels_name_routes_and_their_templates_and_nothing_else():
+    routes = {"/translate", "/static/{name}", "/docs", "/docs/{name}"}
+    assert route_label("/translate", routes) == "/translate"
+    assert route_label("/static/app.js", routes) == "/static"
+    assert route_label("/docs/swagger-ui.css", routes) == "/docs"
+    assert route_label("/docs", routes) == "/docs"
+    # unknown paths make no new series
+    for path in ("/translate/x", "/static/a/b", "/nope", "/staticx"):
+        assert route_label(path, routes) == "other"

@@ -231,7 +231,8 @@ def create_app(
             raise HTTPException(404, f"no such file: {name}")
         return Response(files[name], media_type=PAGE_FILES[name])
 
-    app.include_router(libretranslate_router(engine, serving.timeout_s), prefix=PREFIX)
+    libre = libretranslate_router(engine, serving.timeout_s)
+    app.include_router(libre, prefix=PREFIX)
     add_api_docs(app, app.title)
     _handle_errors(app)
     body_guard = BodyGuard(app, serving.max_body_bytes, forms=(PREFIX,))
@@ -244,7 +245,10 @@ def create_app(
             allow_headers=["Authorization", "Content-Type", "X-Request-Id"],
             expose_headers=["X-Request-Id", "Server-Timing", "Retry-After"],
         )
-    routes = {getattr(r, "path", "") for r in app.routes} - {"/static/{name}"}
+    # an included router is one opaque entry of app.routes in newer FastAPI: its
+    # routes are named from the router itself
+    routes = {getattr(r, "path", "") for r in app.routes} - {""}
+    routes |= {PREFIX + r.path for r in libre.routes}
     traced = tracing.Tracing(
         outer,
         lambda path: tracing.route_label(path, routes),

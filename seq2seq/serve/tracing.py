@@ -119,8 +119,13 @@ class Tracing:
 
 
 def route_label(path: str, routes: set[str]) -> str:
-    """A request's route for the metrics: its path when it is a route, else
-    ``/static`` or ``other`` (so unknown paths do not make new series)."""
+    """A request's route for the metrics: its path when it is a route; for a
+    route with a parameter (``/static/{name}``) the part before it (``/static``);
+    else ``other`` (so unknown paths do not make new series)."""
     if path in routes:
         return path
-    return "/static" if path.startswith("/static/") else "other"
+    for route in routes:
+        head, brace, _ = route.partition("{")
+        if brace and path.startswith(head) and "/" not in path[len(head) :]:
+            return head.rstrip("/")
+    return "other"
