@@ -195,8 +195,11 @@ def test_a_newer_keystroke_aborts_the_request_in_flight(chromium, server):
     page.fill("#src", "Tom cooks")
     page.wait_for_function("window.signals.length === 1", timeout=20_000)
     page.type("#src", " this egg .")
-    page.wait_for_function("window.signals.length === 2", timeout=20_000)
-    assert page.evaluate("window.signals.map(s => s.aborted)") == [True, False]
     page.wait_for_function("window.timing.drawn > window.timing.typed", timeout=20_000)
+    # A pause of more than the debounce between two typed characters (a loaded
+    # machine) sends a request mid-word, which the next character aborts in turn:
+    # every request but the latest is aborted, however many there were.
+    aborted = page.evaluate("window.signals.map(s => s.aborted)")
+    assert len(aborted) >= 2 and aborted == [True] * (len(aborted) - 1) + [False], aborted
     assert page.is_visible("#view .heat table.att")  # the latest answer drawn
     assert page.inner_text("#status") == ""  # the aborted one shows no error
